@@ -1,0 +1,31 @@
+"""Agents by name, found through the `llmtt.agents` entry points (built-ins use them too)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib.metadata import entry_points
+
+from llmtt.agents.base import Agent
+from llmtt.errors import LlmttError
+
+GROUP = "llmtt.agents"
+
+
+@lru_cache(maxsize=1)
+def _entry_points() -> dict[str, str]:
+    return {ep.name: ep.value for ep in entry_points(group=GROUP)}
+
+
+def agent_names() -> list[str]:
+    """Names of every installed agent."""
+    return sorted(_entry_points())
+
+
+def agent_class(name: str) -> type[Agent]:
+    """The agent class registered under `name`."""
+    for ep in entry_points(group=GROUP, name=name):
+        cls = ep.load()
+        if not (isinstance(cls, type) and issubclass(cls, Agent)):
+            raise LlmttError(f"entry point {name} = {ep.value} is not an llmtt Agent class")
+        return cls
+    raise LlmttError(f"unknown agent {name!r}; installed agents: {', '.join(agent_names())}")

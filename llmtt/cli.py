@@ -1,0 +1,60 @@
+"""The `llmtt` command: checks and helpers around a project (the runs themselves are `doit run`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from llmtt.errors import LlmttError
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; a user's mistake becomes a message and exit code 2, never a traceback."""
+    parser = argparse.ArgumentParser(prog="llmtt", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    validate = sub.add_parser("validate", help="check llmtt.toml, every scenario and rubric")
+    validate.add_argument("project", nargs="?", default=".", type=Path)
+    schema = sub.add_parser("schema", help="write JSON Schema files for editors")
+    schema.add_argument("--out", type=Path, default=Path("schemas"), help="folder (default: schemas)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "validate":
+            return _validate(args.project)
+        return _schema(args.out)
+    except LlmttError as exc:
+        print(f"llmtt: {exc}", file=sys.stderr)
+        return 2
+
+
+def _validate(root: Path) -> int:
+    from llmtt.plan import Selection, build_plan
+    from llmtt.project import load_project
+
+    project = load_project(root)
+    plan = build_plan(project, Selection())
+    for warning in project.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(
+        f"ok: {root / 'llmtt.toml'}, {len(project.scenarios)} scenarios, "
+        f"{len(project.rubrics)} rubrics, {len(plan.runs)} runs planned"
+    )
+    return 0
+
+
+def _schema(out: Path) -> int:
+    from llmtt.atomic import write_text
+    from llmtt.config import Config
+    from llmtt.rubric import Rubric
+    from llmtt.scenario import Scenario
+
+    for name, model in (("llmtt.toml", Config), ("scenario", Scenario), ("rubric", Rubric)):
+        path = out / f"{name}.schema.json"
+        write_text(path, json.dumps(model.model_json_schema(), indent=2) + "\n")
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

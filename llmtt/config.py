@@ -1,0 +1,159 @@
+"""`llmtt.toml`: the project's targets, agents, matrix, paths, budget and judge settings."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from llmtt.errors import ConfigError
+from llmtt.loading import read_toml, validate
+
+CONFIG_FILE = "llmtt.toml"
+
+
+class Strict(BaseModel):
+    """Base for every user-written model: unknown keys are errors, values never mutate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def check_regex(pattern: str | None) -> str | None:
+    """Compile a user's regular expression now, so a bad one fails at load time."""
+    if pattern is None:
+        return None
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression: {exc}") from None
+    return pattern
+
+
+class TargetSpec(Strict):
+    """The CLI tool under test. Every field is optional so scenarios can override a few."""
+
+    binary: str | None = None
+    command_pattern: str | None = Field(
+        None, description="Regex finding target commands in tool calls; group 1 = subcommand."
+    )
+    version_command: str | None = Field(
+        None, description="Shell command whose output identifies the target's version."
+    )
+    env: dict[str, str] = Field(default_factory=dict)
+
+    _pattern = field_validator("command_pattern")(check_regex)
+
+    def merged(self, override: TargetSpec) -> TargetSpec:
+        """This target with the fields `override` sets replacing its own (env is merged)."""
+        data = self.model_dump()
+        for name in override.model_fields_set:
+            value = getattr(override, name)
+            data[name] = {**self.env, **value} if name == "env" else value
+        return TargetSpec.model_validate(data)
+
+    def effective_pattern(self) -> str | None:
+        """The command pattern, or one derived from the binary's name when none is given."""
+        if self.command_pattern:
+            return self.command_pattern
+        if self.binary:
+            name = re.escape(Path(self.binary).name)
+            return rf"(?<![\w./-]){name}(?![\w.-])(?:\s+([A-Za-z][\w:-]*))?"
+        return None
+
+
+class AgentSettings(Strict):
+    """Settings of one agent (`[agents.<name>]`)."""
+
+    executable: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    args: list[str] = Field(default_factory=list)
+    timeout_secs: float | None = Field(None, gt=0)
+
+
+class MatrixSpec(Strict):
+    """The axes a plan expands: every scenario runs with each agent x model x variant x repeat."""
+
+    agents: list[str] = Field(default_factory=lambda: ["oracle"], min_length=1)
+    models: list[str] = Field(default_factory=list)
+    variants: list[str] = Field(default_factory=list)
+    repeats: int = Field(1, ge=1, le=1000)
+
+
+class VariantSpec(Strict):
+    """A named set of guidance files laid into the workspace (`[variants.<name>]`)."""
+
+    files: dict[str, str] = Field(
+        default_factory=dict, description="Workspace path -> file in the project to copy there."
+    )
+
+
+class PathsSpec(Strict):
+    """Where scenarios, rubrics, templates and results live, relative to the project."""
+
+    scenarios: str = "scenarios"
+    rubrics: str = "rubrics"
+    templates: str = "templates"
+    results: str = "llm-tool-test-results"
+
+
+class BudgetSpec(Strict):
+    """Money limits for one invocation."""
+
+    max_usd: float | None = Field(None, ge=0)
+
+
+class JudgeSpec(Strict):
+    """Defaults for the LLM judge (layer 3)."""
+
+    model: str | None = None
+    allow_same_model: bool = False
+    max_transcript_chars: int = Field(20000, gt=0)
+
+
+class RunDefaults(Strict):
+    """Defaults for every scenario's `run:` section."""
+
+    timeout_secs: float = Field(600, gt=0)
+    max_turns: int = Field(10, ge=1)
+    setup_timeout_secs: float = Field(120, gt=0)
+    gate_timeout_secs: float = Field(60, gt=0)
+
+
+class Config(Strict):
+    """The whole of `llmtt.toml`."""
+
+    target: TargetSpec = Field(default_factory=TargetSpec)
+    targets: dict[str, TargetSpec] = Field(
+        default_factory=dict, description="Named targets that scenarios pick with `target: NAME`."
+    )
+    agents: dict[str, AgentSettings] = Field(default_factory=dict)
+    matrix: MatrixSpec = Field(default_factory=MatrixSpec)
+    variants: dict[str, VariantSpec] = Field(default_factory=dict)
+    paths: PathsSpec = Field(default_factory=PathsSpec)
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    judge: JudgeSpec = Field(default_factory=JudgeSpec)
+    run: RunDefaults = Field(default_factory=RunDefaults)
+
+    @model_validator(mode="after")
+    def _variants_declared(self) -> Config:
+        for name in self.matrix.variants:
+            if name not in self.variants and name != "none":
+                known = ", ".join(sorted(self.variants)) or "none declared"
+                raise ValueError(
+                    f"matrix.variants names {name!r}, which has no [variants.{name}] table "
+                    f"(declared: {known})"
+                )
+        return self
+
+
+def load_config(root: Path) -> tuple[Config, dict[Any, int]]:
+    """Load `<root>/llmtt.toml`; a project without one uses the defaults."""
+    path = root / CONFIG_FILE
+    if not path.exists():
+        raise ConfigError.one(
+            path, "no llmtt.toml here; create one (an empty file uses the defaults)"
+        )
+    data, lines = read_toml(path)
+    return validate(Config, data, path, lines), lines

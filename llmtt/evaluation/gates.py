@@ -1,0 +1,204 @@
+"""Layer 2: deterministic gates, all run in order, each on its own scratch copy of the workspace."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llmtt.evaluation.interaction import TargetCommand
+from llmtt.scenario import (
+    ASSERTION_RE,
+    CommandJsonPath,
+    CommandOutputContains,
+    CommandOutputMatches,
+    CommandSucceeds,
+    FileContains,
+    FileExists,
+    FileMatches,
+    Gate,
+    NoTranscriptErrors,
+    Script,
+)
+from llmtt.shell import ShellResult, run_shell
+
+_COMMAND_GATES = (CommandSucceeds, CommandOutputContains, CommandOutputMatches, CommandJsonPath, Script)
+
+
+@dataclass(frozen=True)
+class GateContext:
+    """What gates see: the post-run workspace, an environment, the run's target commands."""
+
+    workspace: Path
+    env: Mapping[str, str]
+    timeout_secs: float
+    target_commands: Sequence[TargetCommand]
+
+
+def run_gates(gates: Sequence[Gate], ctx: GateContext) -> list[dict[str, Any]]:
+    """Evaluate every gate in declaration order, without short-circuit."""
+    return [_run_one(index, gate, ctx) for index, gate in enumerate(gates, start=1)]
+
+
+def _run_one(index: int, gate: Gate, ctx: GateContext) -> dict[str, Any]:
+    record: dict[str, Any] = {"index": index, "type": gate.type, "description": gate.description}
+    record.update(gate.model_dump(exclude={"type", "description", "timeout_secs"}))
+    if isinstance(gate, _COMMAND_GATES):
+        timeout = gate.timeout_secs or ctx.timeout_secs
+        with tempfile.TemporaryDirectory(prefix="llmtt-gate-") as scratch:
+            work = Path(scratch) / "workspace"
+            home = Path(scratch) / "home"
+            if ctx.workspace.is_dir():
+                shutil.copytree(ctx.workspace, work, symlinks=True)
+            else:
+                work.mkdir()
+            home.mkdir()
+            env = {**ctx.env, "HOME": str(home), "PWD": str(work)}
+            result = run_shell(gate.command, cwd=work, env=env, timeout_secs=timeout)
+        passed, message = _judge_command(gate, result)
+        record.update(
+            {
+                "exit_code": result.exit_code,
+                "timed_out": result.timed_out,
+                "duration_secs": round(result.duration_secs, 3),
+                "stdout": _tail(result.stdout),
+                "stderr": _tail(result.stderr),
+            }
+        )
+        if isinstance(gate, Script):
+            data = _trailing_json(result.stdout)
+            if data is not None:
+                record["data"] = data
+    else:
+        passed, message = _judge_static(gate, ctx)
+    record["passed"] = passed
+    record["message"] = message
+    return record
+
+
+def _judge_command(gate: Gate, result: ShellResult) -> tuple[bool, str]:
+    if result.timed_out:
+        return False, f"`{_cmd(gate)}` {result.describe()}"
+    if isinstance(gate, CommandSucceeds | Script):
+        if result.ok:
+            return True, f"`{gate.command}` exited 0"
+        err = _last_line(result.stderr or result.stdout)
+        return False, f"`{gate.command}` {result.describe()}" + (f": {err}" if err else "")
+    if isinstance(gate, CommandOutputContains):
+        if gate.substring in result.stdout:
+            return True, f"output of `{gate.command}` contains {gate.substring!r}"
+        return False, f"output of `{gate.command}` ({result.describe()}) lacks {gate.substring!r}" + _seen(result)
+    if isinstance(gate, CommandOutputMatches):
+        if re.search(gate.pattern, result.stdout, re.MULTILINE):
+            return True, f"output of `{gate.command}` matches /{gate.pattern}/"
+        return False, f"output of `{gate.command}` ({result.describe()}) does not match /{gate.pattern}/" + _seen(result)
+    assert isinstance(gate, CommandJsonPath)
+    return _json_path(gate, result)
+
+
+def _json_path(gate: CommandJsonPath, result: ShellResult) -> tuple[bool, str]:
+    from jsonpath_ng.ext import parse
+
+    try:
+        document = json.loads(result.stdout)
+    except ValueError as exc:
+        return False, f"output of `{gate.command}` ({result.describe()}) is not JSON: {exc}" + _seen(result)
+    values = [m.value for m in parse(gate.path).find(document)]
+    value: Any = values[0] if len(values) == 1 else (values or None)
+    ok, detail = check_assertion(gate.assertion, value, found=bool(values))
+    verdict = "holds" if ok else "fails"
+    return ok, f"{gate.path} {gate.assertion!r} {verdict}: {detail}"
+
+
+def check_assertion(assertion: str, value: Any, *, found: bool) -> tuple[bool, str]:
+    """Apply a `command_json_path` assertion to the value found at the path."""
+    match = ASSERTION_RE.match(assertion)
+    assert match is not None  # validated when the scenario was loaded
+    shown = json.dumps(value)[:200] if found else "nothing at that path"
+    if assertion == "exists":
+        return found and value is not None, f"found {shown}"
+    if match.group("eq") is not None:
+        expected = _literal(match.group("eq"))
+        return found and value == expected, f"expected {json.dumps(expected)}, found {shown}"
+    if match.group("sub") is not None:
+        needle = _literal(match.group("sub"))
+        if isinstance(value, str):
+            return isinstance(needle, str) and needle in value, f"found {shown}"
+        if isinstance(value, list):
+            return needle in value or str(needle) in value, f"found {shown}"
+        return False, f"found {shown}, which is not a string or list"
+    op, n = match.group("op"), int(match.group("n"))
+    if not isinstance(value, list | dict | str):
+        return False, f"found {shown}, which has no length"
+    size = len(value)
+    ok = {">=": size >= n, "==": size == n, ">": size > n}[op]
+    return ok, f"length is {size}"
+
+
+def _literal(text: str) -> Any:
+    text = text.strip()
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text.strip("'\"") if len(text) >= 2 and text[0] == text[-1] == "'" else text
+
+
+def _judge_static(gate: Gate, ctx: GateContext) -> tuple[bool, str]:
+    if isinstance(gate, NoTranscriptErrors):
+        failed = [c for c in ctx.target_commands if c.exit_code not in (0, None)]
+        if not failed:
+            return True, f"none of {len(ctx.target_commands)} target commands failed"
+        listed = "; ".join(f"`{c.normalised}` (exit {c.exit_code})" for c in failed[:5])
+        return False, f"{len(failed)} target command(s) failed: {listed}"
+    assert isinstance(gate, FileExists | FileContains | FileMatches)
+    path = ctx.workspace / gate.path
+    if not path.is_file():
+        kind = "is a folder, not a file" if path.is_dir() else "does not exist"
+        return False, f"{gate.path} {kind}"
+    if isinstance(gate, FileExists):
+        return True, f"{gate.path} exists"
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if isinstance(gate, FileContains):
+        if gate.substring in text:
+            return True, f"{gate.path} contains {gate.substring!r}"
+        return False, f"{gate.path} lacks {gate.substring!r}"
+    if re.search(gate.pattern, text, re.MULTILINE):
+        return True, f"{gate.path} matches /{gate.pattern}/"
+    return False, f"{gate.path} does not match /{gate.pattern}/"
+
+
+def _cmd(gate: Gate) -> str:
+    return str(getattr(gate, "command", gate.type))
+
+
+def _seen(result: ShellResult) -> str:
+    out = result.stdout.strip()
+    if not out:
+        err = _last_line(result.stderr)
+        return f"; stdout was empty" + (f", stderr: {err}" if err else "")
+    return f"; stdout began {out[:120]!r}"
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+def _tail(text: str, limit: int = 4000) -> str:
+    return text if len(text) <= limit else "[...]\n" + text[-limit:]
+
+
+def _trailing_json(stdout: str) -> Any:
+    lines = [line for line in stdout.strip().splitlines() if line.strip()]
+    if not lines:
+        return None
+    try:
+        data = json.loads(lines[-1])
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,150 @@
+"""Layer 1: interaction metrics from the event log, exactly as DESIGN.md defines them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llmtt.events import Complete, Event, ToolCall, ToolResult, Usage
+
+_SEPARATOR = re.compile(r"\s*(?:&&|\|\||;|\||\n)\s*")
+NO_SUBCOMMAND = "(none)"
+
+
+@dataclass(frozen=True)
+class TargetCommand:
+    """One tool call that invoked the target."""
+
+    command: str
+    normalised: str
+    subcommand: str | None
+    exit_code: int | None
+    help: bool
+
+
+def normalise(command: str) -> str:
+    """Collapse white space."""
+    return " ".join(command.split())
+
+
+def find_target_commands(events: Sequence[Event], pattern: str | None) -> list[TargetCommand]:
+    """Target commands in order, each paired with its tool result's exit code."""
+    if pattern is None:
+        return []
+    regex = re.compile(pattern)
+    results: dict[str, ToolResult] = {}
+    pending: list[ToolCall] = []
+    unpaired: dict[int, ToolResult] = {}
+    calls: list[ToolCall] = []
+    for event in events:
+        if isinstance(event, ToolCall):
+            calls.append(event)
+            pending.append(event)
+        elif isinstance(event, ToolResult):
+            if event.id is not None and any(c.id == event.id for c in pending):
+                results[event.id] = event
+                pending = [c for c in pending if c.id != event.id]
+            elif pending:
+                # No id, or an unknown one: it answers the oldest open call.
+                unpaired[id(pending.pop(0))] = event
+    out = []
+    for call in calls:
+        match = regex.search(call.command)
+        if match is None:
+            continue
+        result = results.get(call.id) if call.id is not None else None
+        result = result or unpaired.get(id(call))
+        sub = match.group(1) if regex.groups and match.group(1) else None
+        out.append(
+            TargetCommand(
+                command=call.command,
+                normalised=normalise(call.command),
+                subcommand=sub,
+                exit_code=result.exit_code if result else None,
+                help=_is_help(call.command[match.start():], sub),
+            )
+        )
+    return out
+
+
+def _is_help(invocation: str, subcommand: str | None) -> bool:
+    if subcommand == "help":
+        return True
+    segment = _SEPARATOR.split(invocation, maxsplit=1)[0]
+    tokens = segment.split()
+    return "--help" in tokens or "-h" in tokens or (len(tokens) > 1 and tokens[1] == "help")
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return None if whole == 0 else round(part / whole, 6)
+
+
+def interaction_metrics(
+    events: Sequence[Event], pattern: str | None, *, free: bool
+) -> dict[str, Any]:
+    """Every metric of DESIGN.md's table, under its name; rates over zero commands are null."""
+    commands = find_target_commands(events, pattern)
+    total = len(commands)
+    unique = len({c.normalised for c in commands})
+    errors = sum(1 for c in commands if c.exit_code not in (0, None))
+    unknown = sum(1 for c in commands if c.exit_code is None)
+    after_failure = _retries_after_failure(commands)
+    first_try = sum(1 for c, retry in zip(commands, after_failure, strict=True) if c.exit_code == 0 and not retry)
+    by_sub: dict[str, dict[str, int]] = {}
+    for c in commands:
+        entry = by_sub.setdefault(c.subcommand or NO_SUBCOMMAND, {"count": 0, "errors": 0, "help": 0})
+        entry["count"] += 1
+        entry["errors"] += c.exit_code not in (0, None)
+        entry["help"] += c.help
+    metrics: dict[str, Any] = {
+        "total_commands": total,
+        "unique_commands": unique,
+        "error_count": errors,
+        "unknown_exit_count": unknown,
+        "retry_count": total - unique,
+        "retry_rate": _rate(total - unique, total),
+        "retries_after_failure": sum(after_failure),
+        "help_invocations": sum(1 for c in commands if c.help),
+        "first_try_success_rate": _rate(first_try, total),
+        "iteration_ratio": _rate(unique, total),
+        "error_rate": _rate(errors, total),
+        "by_subcommand": dict(sorted(by_sub.items())),
+    }
+    metrics.update(_run_totals(events, free=free))
+    return metrics
+
+
+def _retries_after_failure(commands: Sequence[TargetCommand]) -> list[bool]:
+    last_failed: dict[str, bool] = {}
+    flags = []
+    for c in commands:
+        key = f"sub:{c.subcommand}" if c.subcommand else f"cmd:{c.normalised}"
+        flags.append(last_failed.get(key, False))
+        last_failed[key] = c.exit_code not in (0, None)
+    return flags
+
+
+def _run_totals(events: Sequence[Event], *, free: bool) -> dict[str, Any]:
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    results = [e for e in events if isinstance(e, ToolResult)]
+    usages = [e for e in events if isinstance(e, Usage)]
+    complete = next((e for e in reversed(events) if isinstance(e, Complete)), None)
+    costs = [u.cost_usd for u in usages]
+    if usages and all(c is not None for c in costs):
+        cost: float | None = round(sum(c for c in costs if c is not None), 6)
+    else:
+        cost = 0.0 if free and not usages else None
+    return {
+        "completed": bool(complete and complete.exit_code == 0 and not complete.timed_out),
+        "turns": len(usages),
+        "tool_calls": len(calls),
+        "tool_calls_ok": sum(1 for r in results if r.exit_code == 0),
+        "tool_calls_error": sum(1 for r in results if r.exit_code not in (0, None)),
+        "input_tokens": sum(u.input_tokens for u in usages),
+        "output_tokens": sum(u.output_tokens for u in usages),
+        "cost_usd": cost,
+        "duration_secs": complete.duration_secs if complete else None,
+        "natural_stop": complete.natural_stop if complete else None,
+    }

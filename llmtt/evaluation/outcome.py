@@ -1,0 +1,53 @@
+"""The outcome rule (gates and judge decide; interaction metrics never do) and the composite."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from llmtt.scenario import CompositeSpec
+
+
+def decide(
+    gates: Sequence[dict[str, Any]], judge: dict[str, Any] | None
+) -> tuple[str, str]:
+    """`("pass" | "fail", reason)`: pass iff every gate passed and the judge (if any) passed."""
+    failed = [g for g in gates if not g["passed"]]
+    reasons = [f"gate {g['index']} ({g['type']}): {g['message']}" for g in failed]
+    if judge is not None and not judge.get("passed"):
+        reasons.append(judge.get("reason") or "judge did not pass")
+    if reasons:
+        return "fail", "; ".join(reasons)
+    if not gates and judge is None:
+        return "pass", "no gates defined (nothing was checked)"
+    parts = [f"all {len(gates)} gates passed"] if gates else []
+    if judge is not None:
+        parts.append(f"judge passed ({judge.get('weighted_score')})")
+    return "pass", " and ".join(parts)
+
+
+def composite_score(
+    spec: CompositeSpec | None,
+    gates: Sequence[dict[str, Any]],
+    judge_score: float | None,
+    first_try_success_rate: float | None,
+) -> float | None:
+    """The weighted composite, only when the scenario defines one.
+
+    Components: share of gates passed, the judge's weighted score, and the first-try success
+    rate as the interaction component. A component that is absent (no gates, judge disabled,
+    no target commands) is left out and the remaining weights are scaled back to 1.
+    """
+    if spec is None:
+        return None
+    parts: list[tuple[float, float]] = []
+    if gates:
+        parts.append((spec.gate_weight, sum(g["passed"] for g in gates) / len(gates)))
+    if judge_score is not None:
+        parts.append((spec.judge_weight, judge_score))
+    if first_try_success_rate is not None:
+        parts.append((spec.interaction_weight, first_try_success_rate))
+    weight = sum(w for w, _ in parts)
+    if weight <= 0:
+        return None
+    return round(sum(w * v for w, v in parts) / weight, 6)

@@ -1,0 +1,116 @@
+"""The event log (`events.jsonl`): the contract between agents and evaluation.
+
+Adapters write these events as they happen; layer 1 reads only these.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import IO, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from llmtt.errors import LlmttError
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    ts: float
+
+
+class Spawn(_Event):
+    """An agent process was started."""
+
+    event: Literal["spawn"]
+    command: str
+    args: list[str] = Field(default_factory=list)
+
+
+class Output(_Event):
+    """Free text the agent printed."""
+
+    event: Literal["output"]
+    text: str
+
+
+class ToolCall(_Event):
+    """The agent asked to run a command."""
+
+    event: Literal["tool_call"]
+    id: str | None = None
+    tool: str = "bash"
+    command: str
+
+
+class ToolResult(_Event):
+    """What the command did; `exit_code` is null when truly unknown."""
+
+    event: Literal["tool_result"]
+    id: str | None = None
+    output: str = ""
+    exit_code: int | None = None
+
+
+class Usage(_Event):
+    """Tokens and cost of one model turn."""
+
+    event: Literal["usage"]
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cost_usd: float | None = None
+
+
+class Message(_Event):
+    """A message in the conversation."""
+
+    event: Literal["message"]
+    role: str
+    text: str
+
+
+class Complete(_Event):
+    """The agent's process ended."""
+
+    event: Literal["complete"]
+    exit_code: int | None
+    duration_secs: float
+    timed_out: bool = False
+    natural_stop: bool | None = None
+
+
+Event = Annotated[
+    Spawn | Output | ToolCall | ToolResult | Usage | Message | Complete,
+    Field(discriminator="event"),
+]
+_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+class EventWriter:
+    """Appends events to a file, one JSON line each, flushed as they happen."""
+
+    def __init__(self, handle: IO[str]) -> None:
+        self._handle = handle
+
+    def emit(self, event: str, **fields: Any) -> None:
+        """Write one event now."""
+        record = {"ts": round(time.time(), 3), "event": event, **fields}
+        self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._handle.flush()
+
+
+def read_events(path: Path) -> list[Event]:
+    """Read and validate an event log; a malformed line is an error naming its line."""
+    events: list[Event] = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                events.append(_ADAPTER.validate_json(line))
+            except ValidationError as exc:
+                raise LlmttError(f"{path}:{number}: malformed event: {exc.errors()[0]['msg']}") from None
+    return events

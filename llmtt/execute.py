@@ -1,0 +1,129 @@
+"""The agent layer of one run: workspace, setup, agent, and the artifacts that record them.
+
+`run.json` is written last and atomically: its presence with `status` other than `error` is
+what marks a run as carried out. Events and transcript are written under `.part` names while
+the agent works and renamed when it is done, so a killed run never looks finished.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from llmtt import __version__
+from llmtt.agents.base import AgentExit, RunContext
+from llmtt.agents.registry import agent_class
+from llmtt.atomic import write_json
+from llmtt.config import AgentSettings
+from llmtt.events import EventWriter
+from llmtt.plan import Run
+from llmtt.project import Project
+from llmtt.workspace import prepare, run_setup
+
+RUN_FORMAT = 1
+AGENT_ARTIFACTS = ("run.json", "events.jsonl", "transcript.raw.txt")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def execute_run(project: Project, run: Run) -> dict[str, Any]:
+    """Carry out one run and write its artifacts; return what went into `run.json`."""
+    run.dir.mkdir(parents=True, exist_ok=True)
+    for name in AGENT_ARTIFACTS:
+        (run.dir / name).unlink(missing_ok=True)
+    started_at, started = _now(), time.monotonic()
+    record: dict[str, Any] = {
+        "format": RUN_FORMAT,
+        "run_id": run.run_id,
+        "scenario": run.scenario.name,
+        "agent": run.agent,
+        "model": run.model,
+        "variant": run.variant,
+        "repeat": run.repeat,
+        "key": run.agent_key,
+        "versions": {
+            "llmtt": __version__,
+            "agent": run.agent_version,
+            "target": run.target_version,
+        },
+        "started_at": started_at,
+    }
+    outcome = _run_agent(project, run)
+    record.update(
+        {
+            "finished_at": _now(),
+            "duration_secs": round(time.monotonic() - started, 3),
+            "agent_duration_secs": round(outcome.duration_secs, 3),
+            "status": "error" if outcome.error else ("timeout" if outcome.timed_out else "completed"),
+            "exit_code": outcome.exit_code,
+            "timed_out": outcome.timed_out,
+            "natural_stop": outcome.natural_stop,
+            "error": outcome.error,
+            "free": agent_class(run.agent).free,
+            "structured_events": agent_class(run.agent).structured_events,
+        }
+    )
+    write_json(run.dir / "run.json", record)
+    return record
+
+
+def _run_agent(project: Project, run: Run) -> AgentExit:
+    if run.target_version.startswith("error:"):
+        return _error(f"target version probe {run.target_version.removeprefix('error: ')}")
+    settings = project.config.agents.get(run.agent) or AgentSettings()
+    agent = agent_class(run.agent)(settings)
+    missing = agent.unavailable()
+    if missing:
+        return _error(missing)
+    variant_files = {}
+    if run.variant:
+        for dest, src in project.config.variants[run.variant].files.items():
+            variant_files[dest] = project.root / src
+    ws = prepare(run.dir, run.scenario.fixture_dir, variant_files)
+    env = ws.env(run.target.env)
+    setup = run.scenario.spec.setup
+    failed = run_setup(
+        setup.commands,
+        cwd=ws.workspace,
+        env=env,
+        timeout_secs=setup.timeout_secs or project.config.run.setup_timeout_secs,
+    )
+    if failed is not None:
+        output = (failed.stdout + failed.stderr).strip()
+        return _error(
+            f"setup command `{failed.command}` failed ({failed.describe()})"
+            + (f": {output[-2000:]}" if output else "")
+        )
+    return _launch(run, agent, ws.workspace, ws.home, {**env, **settings.env})
+
+
+def _launch(run: Run, agent: Any, workspace: Path, home: Path, env: dict[str, str]) -> AgentExit:
+    events_part = run.dir / "events.jsonl.part"
+    transcript_part = run.dir / "transcript.raw.txt.part"
+    with open(events_part, "w", encoding="utf-8") as events, open(transcript_part, "wb") as raw:
+        ctx = RunContext(
+            run_id=run.run_id,
+            scenario=run.scenario.spec,
+            prompt=run.scenario.spec.task.prompt,
+            workspace=workspace,
+            home=home,
+            env=env,
+            model=run.model,
+            timeout_secs=run.timeout_secs,
+            max_turns=run.max_turns,
+            transcript=raw,
+            events=EventWriter(events),
+        )
+        result: AgentExit = agent.run(ctx)
+    os.replace(events_part, run.dir / "events.jsonl")
+    os.replace(transcript_part, run.dir / "transcript.raw.txt")
+    return result
+
+
+def _error(message: str) -> AgentExit:
+    return AgentExit(exit_code=None, timed_out=False, duration_secs=0.0, error=message)

@@ -1,0 +1,258 @@
+"""Reading YAML and TOML into pydantic models with errors that name file, line and field.
+
+pydantic knows the field path of a mistake but not its line; YAML nodes and a light scan of
+TOML text supply the line. Unknown keys get the nearest valid key as a suggestion.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+import types
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from llmtt.errors import ConfigError, Problem
+
+M = TypeVar("M", bound=BaseModel)
+Loc = tuple[int | str, ...]
+
+try:  # the C loader is several times faster; fall back where libyaml is absent
+    _Loader: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover
+    _Loader = yaml.SafeLoader
+
+
+def read_yaml(path: Path) -> tuple[Any, dict[Loc, int]]:
+    """Parse a YAML file; return the data and a map from key paths to 1-based lines."""
+    text = _read_text(path)
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError.one(path, f"invalid YAML: {exc.problem}", line=line) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError.one(path, f"invalid YAML: {exc}") from None
+    if node is None:
+        return None, {}
+    lines: dict[Loc, int] = {}
+    _index_node(node, (), lines)
+    try:
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:  # pragma: no cover - compose already parsed it
+        raise ConfigError.one(path, f"invalid YAML: {exc}") from None
+    return data, lines
+
+
+def _index_node(node: yaml.Node, loc: Loc, lines: dict[Loc, int]) -> None:
+    lines[loc] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            name = key.value if isinstance(key, yaml.ScalarNode) else str(key.value)
+            lines[(*loc, name, "__key__")] = key.start_mark.line + 1
+            _index_node(value, (*loc, name), lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _index_node(item, (*loc, i), lines)
+
+
+def read_toml(path: Path) -> tuple[dict[str, Any], dict[Loc, int]]:
+    """Parse a TOML file; return the data and a best-effort map from key paths to lines."""
+    text = _read_text(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = re.search(r"at line (\d+)", str(exc))
+        line = int(match.group(1)) if match else None
+        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        raise ConfigError.one(path, f"invalid TOML: {message}", line=line) from None
+    return data, _toml_lines(text)
+
+
+_TOML_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+_TOML_KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.\-]+)\s*=""")
+
+
+def _toml_lines(text: str) -> dict[Loc, int]:
+    """Map table headers and `key =` lines to line numbers (dotted keys and headers split)."""
+    lines: dict[Loc, int] = {}
+    table: Loc = ()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        header = _TOML_HEADER.match(raw)
+        if header:
+            table = tuple(_split_dotted(header.group(1)))
+            lines.setdefault(table, number)
+            lines.setdefault((*table, "__key__"), number)
+            continue
+        key = _TOML_KEY.match(raw)
+        if key:
+            loc = (*table, *_split_dotted(key.group(1)))
+            lines.setdefault(loc, number)
+            lines.setdefault((*loc, "__key__"), number)
+    return lines
+
+
+def _split_dotted(key: str) -> list[str]:
+    parts = re.findall(r'"[^"]*"|\'[^\']*\'|[^.]+', key)
+    return [p.strip().strip("\"'") for p in parts]
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError.one(path, "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError.one(path, f"cannot read: {exc}") from None
+
+
+def line_of(lines: dict[Loc, int], loc: Sequence[int | str], *, key: bool = False) -> int | None:
+    """The line of the deepest known prefix of `loc` (of its key, if `key`)."""
+    parts = tuple(loc)
+    while True:
+        if key and (*parts, "__key__") in lines:
+            return lines[(*parts, "__key__")]
+        if parts in lines:
+            return lines[parts]
+        if not parts:
+            return None
+        parts = parts[:-1]
+
+
+def validate(model: type[M], data: Any, path: Path, lines: dict[Loc, int]) -> M:
+    """Validate `data` as `model`, turning pydantic's errors into located problems."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(problems_from(exc, model, path, lines)) from None
+
+
+def problems_from(
+    exc: ValidationError, model: type[BaseModel], path: Path, lines: dict[Loc, int]
+) -> list[Problem]:
+    """One problem per pydantic error, with line, dotted field and a readable expectation."""
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = _clean_loc(err["loc"])
+        kind = err["type"]
+        if kind == "union_tag_invalid":
+            loc = (*loc, "type")
+        field_name = dotted(loc) or None
+        if kind == "extra_forbidden":
+            message = _unknown_key_message(model, tuple(err["loc"]))
+            line = line_of(lines, loc, key=True)
+        else:
+            message = _expectation(err)
+            line = line_of(lines, loc, key=kind == "missing")
+        problems.append(Problem(path, line, field_name, message))
+    return problems
+
+
+def _clean_loc(loc: tuple[int | str, ...]) -> Loc:
+    # Tagged unions add the tag value to the path (gates.0.file_exists.path); drop it.
+    cleaned: list[int | str] = []
+    for part in loc:
+        if isinstance(part, str) and (part.startswith("function-") or part in _UNION_TAGS):
+            continue
+        cleaned.append(part)
+    return tuple(cleaned)
+
+
+_UNION_TAGS: set[str] = set()
+
+
+def register_union_tags(tags: Sequence[str]) -> None:
+    """Declare tag values of discriminated unions so they are left out of field paths."""
+    _UNION_TAGS.update(tags)
+
+
+def dotted(loc: Sequence[int | str]) -> str:
+    """`("evaluation", "gates", 2, "path")` -> `evaluation.gates[2].path`."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + part
+    return out
+
+
+def _expectation(err: Any) -> str:
+    kind = err["type"]
+    if kind == "missing":
+        return "required field is missing"
+    message = str(err["msg"])
+    if kind == "value_error":
+        message = message.removeprefix("Value error, ")
+    if kind == "union_tag_invalid":
+        tag = str(err.get("ctx", {}).get("tag", ""))
+        expected = [t.strip(" '") for t in str(err.get("ctx", {}).get("expected_tags", "")).split(",")]
+        close = difflib.get_close_matches(tag, expected, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"unknown type {tag!r}{hint} (valid types: {', '.join(expected)})"
+    given = err.get("input")
+    if _short(given) and not isinstance(given, dict | list) and repr(given) not in message:
+        return f"{message} (got {given!r})"
+    return message
+
+
+def _short(value: Any) -> bool:
+    return value is not None and len(repr(value)) <= 60
+
+
+def _unknown_key_message(model: type[BaseModel], loc: Loc) -> str:
+    key = str(loc[-1])
+    loc = tuple(p for p in loc if not (isinstance(p, str) and p.startswith("function-")))
+    valid = _valid_keys_at(model, loc[:-1])
+    message = f"unknown key {key!r}"
+    if valid:
+        close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+        if close:
+            message += f"; did you mean {close[0]!r}?"
+        message += f" (valid keys: {', '.join(sorted(valid))})"
+    return message
+
+
+def _valid_keys_at(model: type[BaseModel], loc: Loc) -> list[str]:
+    """Field names (aliases where set) of the model found by walking `loc` from `model`."""
+    current: Any = model
+    for part in loc:
+        current = _descend(current, part)
+        if current is None:
+            return []
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return [f.alias or name for name, f in current.model_fields.items()]
+    return []
+
+
+def _descend(annotation: Any, part: int | str) -> Any:
+    """The annotation one step down `part` (a field, list index or dict key) from `annotation`."""
+    candidates = [annotation]
+    found: Any = None
+    while candidates:
+        ann = candidates.pop()
+        origin = get_origin(ann)
+        if origin is Annotated:
+            candidates.append(get_args(ann)[0])
+        elif origin is Union or origin is types.UnionType:
+            candidates.extend(get_args(ann))
+        elif isinstance(ann, type) and issubclass(ann, BaseModel) and isinstance(part, str):
+            for name, f in ann.model_fields.items():
+                if part in (name, f.alias):
+                    return f.annotation
+            tag = ann.model_fields.get("type")
+            if tag is not None and tag.default == part:
+                found = ann  # a tagged union's member, named by its tag in pydantic's path
+        elif origin in (list, tuple) and isinstance(part, int):
+            args = get_args(ann)
+            found = args[0] if args else None
+        elif origin is dict and isinstance(part, str):
+            args = get_args(ann)
+            found = args[1] if len(args) == 2 else None
+    return found

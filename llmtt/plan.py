@@ -1,0 +1,250 @@
+"""The plan: config x scenarios expanded into runs, each with one content-hash key per layer."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llmtt import __version__
+from llmtt.agents.registry import agent_class
+from llmtt.config import AgentSettings, TargetSpec
+from llmtt.errors import ConfigError
+from llmtt.hashing import hash_file, hash_tree, hash_value
+from llmtt.project import Project
+from llmtt.scenario import LoadedScenario
+from llmtt.targets import TargetVersions
+
+Key = dict[str, str]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which runs to plan: filters and axis overrides (doit variables)."""
+
+    scenarios: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    tiers: tuple[int, ...] = ()
+    agents: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    variants: tuple[str, ...] = ()
+    repeats: int | None = None
+
+    def describe(self) -> str:
+        """The selection as the doit variables that made it."""
+        parts = []
+        for name in ("scenarios", "tags", "tiers", "agents", "models", "variants"):
+            values = getattr(self, name)
+            if values:
+                parts.append(f"{name[:-1]}={','.join(str(v) for v in values)}")
+        if self.repeats is not None:
+            parts.append(f"repeats={self.repeats}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """One scenario x agent x model x variant x repeat: the unit of caching."""
+
+    run_id: str
+    scenario: LoadedScenario
+    target: TargetSpec
+    target_version: str
+    agent: str
+    agent_version: str
+    model: str | None
+    variant: str | None
+    repeat: int
+    dir: Path
+    timeout_secs: float
+    max_turns: int
+    agent_key: Key
+    eval_key: Key
+    report_key: Key
+    tags: tuple[str, ...] = field(default=())
+
+    @property
+    def label(self) -> str:
+        """Readable one-liner for `doit list`."""
+        who = self.agent + (f" / {self.model}" if self.model else "")
+        if self.variant:
+            who += f" / {self.variant}"
+        return f"{self.scenario.name}: {who}, repeat {self.repeat}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """All runs of one invocation, with what selected them."""
+
+    project: Project
+    runs: list[Run]
+    selection: Selection
+    aggregate_key: Key
+
+
+SAFE = re.compile(r"[^A-Za-z0-9_.=+-]+")
+
+
+def _safe(part: str) -> str:
+    return SAFE.sub("_", part).strip("_") or "_"
+
+
+def build_plan(project: Project, selection: Selection) -> Plan:
+    """Expand the project's matrix (with the selection's overrides and filters) into runs."""
+    versions = TargetVersions(project.results_dir / ".llmtt-cache" / "versions.json", project.root)
+    agent_versions: dict[str, str] = {}
+    runs: list[Run] = []
+    template = _template_key(project, "evaluation.md.j2")
+    for scenario in project.scenarios:
+        if not _selected(scenario, selection):
+            continue
+        target = project.target_for(scenario)
+        version = versions.get(target)
+        for agent, model, variant, repeat in _axes(project, scenario, selection):
+            if agent not in agent_versions:
+                cls = agent_class(agent)
+                agent_versions[agent] = cls(project.config.agents.get(agent) or AgentSettings()).version()
+            runs.append(
+                _make_run(project, scenario, target, version, agent, agent_versions[agent],
+                          model, variant, repeat, template)
+            )
+    versions.save()
+    aggregate_key = {
+        "runs": hash_value([r.run_id for r in runs]),
+        "template": _template_key(project, "report.md.j2"),
+        "llmtt": __version__,
+    }
+    return Plan(project, runs, selection, aggregate_key)
+
+
+def _selected(scenario: LoadedScenario, selection: Selection) -> bool:
+    spec = scenario.spec
+    if selection.scenarios and scenario.name not in selection.scenarios:
+        return False
+    if selection.tags and not set(selection.tags) & set(spec.tags):
+        return False
+    return not (selection.tiers and spec.tier not in selection.tiers)
+
+
+def _axes(
+    project: Project, scenario: LoadedScenario, selection: Selection
+) -> list[tuple[str, str | None, str | None, int]]:
+    matrix = project.config.matrix
+    override = scenario.spec.matrix or {}
+    agents = list(selection.agents) or _names(override.get("agents")) or matrix.agents
+    models = list(selection.models) or _names(override.get("models")) or matrix.models
+    variants = list(selection.variants) or _names(override.get("variants")) or matrix.variants
+    repeat_override = override.get("repeats")
+    repeats = selection.repeats or (
+        repeat_override if isinstance(repeat_override, int) else matrix.repeats
+    )
+    out: list[tuple[str, str | None, str | None, int]] = []
+    for agent in agents:
+        cls = agent_class(agent)
+        agent_models: Sequence[str | None] = models if cls.needs_model else [None]
+        if cls.needs_model and not agent_models:
+            raise ConfigError.one(
+                project.root / "llmtt.toml",
+                f"agent {agent!r} needs a model: set [matrix] models, or run with model=NAME",
+                field="matrix.models",
+            )
+        for model in agent_models:
+            for variant in variants or [None]:
+                resolved = None if variant == "none" else variant
+                if resolved is not None and resolved not in project.config.variants:
+                    raise ConfigError.one(
+                        project.root / "llmtt.toml",
+                        f"no [variants.{resolved}] table for variant {resolved!r}",
+                        field="variants",
+                    )
+                for repeat in range(1, repeats + 1):
+                    out.append((agent, model, resolved, repeat))
+    return out
+
+
+def _names(value: list[str] | int | None) -> list[str]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _make_run(
+    project: Project,
+    scenario: LoadedScenario,
+    target: TargetSpec,
+    target_version: str,
+    agent: str,
+    agent_version: str,
+    model: str | None,
+    variant: str | None,
+    repeat: int,
+    template_key: str,
+) -> Run:
+    spec = scenario.spec
+    config = project.config
+    who = "-".join(_safe(p) for p in (agent, model, variant) if p)
+    run_id = f"{scenario.name}/{who}/r{repeat}"
+    timeout = spec.run.timeout_secs or config.run.timeout_secs
+    max_turns = spec.run.max_turns or config.run.max_turns
+    fixture = scenario.fixture_dir
+    plays_solution = agent == "oracle" or model == "scripted"
+    settings = config.agents.get(agent)
+    agent_key = {
+        "prompt": hash_value(spec.task.prompt),
+        "setup": hash_value(spec.setup.model_dump()),
+        "solution": hash_value(spec.solution if plays_solution else None),
+        "limits": hash_value([timeout, max_turns, spec.cost.max_usd]),
+        "fixture": hash_tree(fixture) if fixture else "none",
+        "variant": _variant_key(project, variant),
+        "target": hash_value([target.binary, target.env, target_version]),
+        "agent": hash_value([agent, agent_version, settings.model_dump() if settings else None]),
+        "model": model or "none",
+        "repeat": str(repeat),
+    }
+    eval_key = {
+        "gates": hash_value([g.model_dump() for g in spec.evaluation.gates]),
+        "pattern": hash_value([target.effective_pattern(), target.env]),
+        "composite": hash_value(spec.evaluation.composite.model_dump() if spec.evaluation.composite else None),
+        "gate_timeout": str(config.run.gate_timeout_secs),
+        "llmtt": __version__,
+    }
+    report_key = {"template": template_key, "llmtt": __version__}
+    return Run(
+        run_id=run_id,
+        scenario=scenario,
+        target=target,
+        target_version=target_version,
+        agent=agent,
+        agent_version=agent_version,
+        model=model,
+        variant=variant,
+        repeat=repeat,
+        dir=project.results_dir / run_id,
+        timeout_secs=timeout,
+        max_turns=max_turns,
+        agent_key=agent_key,
+        eval_key=eval_key,
+        report_key=report_key,
+        tags=tuple(spec.tags),
+    )
+
+
+def _variant_key(project: Project, variant: str | None) -> str:
+    if variant is None:
+        return "none"
+    files = project.config.variants[variant].files
+    return hash_value({dest: hash_file(project.root / src) for dest, src in files.items()})
+
+
+def _template_key(project: Project, name: str) -> str:
+    own = project.templates_dir / name
+    if own.is_file():
+        return hash_file(own)
+    return hash_file(Path(__file__).parent / "templates" / name)
+
+
+def clean_run_dir(run: Run) -> None:
+    """Remove a run's folder (used by `doit clean`)."""
+    if run.dir.exists():
+        shutil.rmtree(run.dir)
+

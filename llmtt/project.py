@@ -1,0 +1,132 @@
+"""A user's project: `llmtt.toml`, its scenarios and rubrics, loaded and cross-checked."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llmtt.config import Config, TargetSpec, load_config
+from llmtt.errors import ConfigError, Problem
+from llmtt.loading import line_of
+from llmtt.rubric import Rubric, load_rubric
+from llmtt.scenario import LoadedScenario, load_scenario
+
+
+@dataclass(frozen=True)
+class Project:
+    """Everything a plan is built from."""
+
+    root: Path
+    config: Config
+    scenarios: list[LoadedScenario]
+    rubrics: dict[Path, Rubric]
+    warnings: list[Problem] = field(default_factory=list)
+
+    @property
+    def results_dir(self) -> Path:
+        """Where run folders and reports go."""
+        return self.root / self.config.paths.results
+
+    @property
+    def templates_dir(self) -> Path:
+        """The project's own template overrides."""
+        return self.root / self.config.paths.templates
+
+    def scenario(self, name: str) -> LoadedScenario:
+        """The scenario called `name`."""
+        for scenario in self.scenarios:
+            if scenario.name == name:
+                return scenario
+        raise KeyError(name)
+
+    def target_for(self, scenario: LoadedScenario) -> TargetSpec:
+        """[target], with the scenario's named target or overrides applied."""
+        base = self.config.target
+        chosen = scenario.spec.target
+        if chosen is None:
+            return base
+        if isinstance(chosen, str):
+            return base.merged(self.config.targets[chosen])
+        return base.merged(chosen)
+
+    def rubric_path(self, scenario: LoadedScenario) -> Path | None:
+        """The rubric file a scenario's judge uses, if it names one."""
+        name = scenario.spec.evaluation.judge.rubric
+        if name is None:
+            return None
+        for candidate in (self.root / name, self.root / self.config.paths.rubrics / name):
+            if candidate.is_file():
+                return candidate
+        return self.root / name
+
+
+def load_project(root: Path) -> Project:
+    """Load and cross-check a whole project, reporting every problem found, not just the first."""
+    root = root.resolve()
+    config, _ = load_config(root)
+    problems: list[Problem] = []
+    scenarios: list[LoadedScenario] = []
+    scenario_dir = root / config.paths.scenarios
+    if not scenario_dir.is_dir():
+        raise ConfigError.one(
+            root / "llmtt.toml",
+            f"scenario folder {scenario_dir} does not exist; create it or set [paths] scenarios",
+            field="paths.scenarios",
+        )
+    for path in sorted(scenario_dir.glob("*.yaml")) + sorted(scenario_dir.glob("*.yml")):
+        try:
+            scenarios.append(load_scenario(path))
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    project = Project(root, config, scenarios, {})
+    problems.extend(_cross_check(project))
+    if problems:
+        raise ConfigError(problems)
+    warnings = [
+        Problem(s.path, None, "solution", "no solution commands: the oracle agent can only fail")
+        for s in scenarios
+        if not s.spec.solution and "oracle" in config.matrix.agents
+    ]
+    return Project(root, config, scenarios, project.rubrics, warnings)
+
+
+def _cross_check(project: Project) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: dict[str, Path] = {}
+    for scenario in project.scenarios:
+        spec = scenario.spec
+        lines = scenario.lines
+        if scenario.name in seen:
+            problems.append(
+                Problem(
+                    scenario.path, line_of(lines, ("name",)) or 1, "name",
+                    f"scenario name {scenario.name!r} is also used by {seen[scenario.name]}",
+                )
+            )
+        seen.setdefault(scenario.name, scenario.path)
+        if isinstance(spec.target, str) and spec.target not in project.config.targets:
+            known = sorted(project.config.targets)
+            close = difflib.get_close_matches(spec.target, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            problems.append(
+                Problem(
+                    scenario.path, line_of(lines, ("target",)), "target",
+                    f"no [targets.{spec.target}] in llmtt.toml{hint} "
+                    f"(declared: {', '.join(known) or 'none'})",
+                )
+            )
+        rubric = project.rubric_path(scenario)
+        if rubric is not None:
+            line = line_of(lines, ("evaluation", "judge", "rubric"))
+            if not rubric.is_file():
+                problems.append(
+                    Problem(scenario.path, line, "evaluation.judge.rubric",
+                            f"rubric file {rubric} does not exist")
+                )
+            elif rubric not in project.rubrics:
+                try:
+                    project.rubrics[rubric] = load_rubric(rubric)
+                except ConfigError as exc:
+                    problems.extend(exc.problems)
+    return problems

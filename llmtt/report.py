@@ -1,0 +1,152 @@
+"""Rendering: a run's `evaluation.md`, and the aggregate `report.md` / `report.json`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from llmtt.atomic import read_json, write_json, write_text
+from llmtt.plan import Plan, Run
+from llmtt.project import Project
+from llmtt.redaction import Redactor
+
+REPORT_FORMAT = 1
+PACKAGE_TEMPLATES = Path(__file__).parent / "templates"
+
+
+def _environment(project: Project) -> Any:
+    import jinja2
+
+    loader = jinja2.ChoiceLoader(
+        [jinja2.FileSystemLoader(project.templates_dir), jinja2.FileSystemLoader(PACKAGE_TEMPLATES)]
+    )
+    env = jinja2.Environment(
+        loader=loader, autoescape=False, trim_blocks=True, lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+    )
+    env.filters["num"] = _num
+    env.filters["cell"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
+    return env
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{round(value, digits):g}"
+    return str(value)
+
+
+def render_evaluation(project: Project, run: Run) -> None:
+    """Write the run's `evaluation.md` from its artifacts."""
+    info = read_json(run.dir / "run.json")
+    metrics = read_json(run.dir / "metrics.json")
+    gates = read_json(run.dir / "gates.json")["gates"]
+    commands = _commands(run.dir / "events.jsonl")
+    text = _environment(project).get_template("evaluation.md.j2").render(
+        run=info, metrics=metrics, gates=gates, commands=commands, scenario=run.scenario.spec,
+        scenario_name=run.scenario.name, target=run.target,
+    )
+    write_text(run.dir / "evaluation.md", Redactor(run.target.env)(text))
+
+
+def _commands(path: Path) -> list[dict[str, Any]]:
+    import json
+
+    if not path.exists():
+        return []
+    calls: dict[str, dict[str, Any]] = {}
+    order: list[dict[str, Any]] = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            event = json.loads(line)
+            if event["event"] == "tool_call":
+                entry = {"command": event["command"], "exit_code": None}
+                calls[str(event.get("id"))] = entry
+                order.append(entry)
+            elif event["event"] == "tool_result" and str(event.get("id")) in calls:
+                calls[str(event.get("id"))]["exit_code"] = event.get("exit_code")
+    return order
+
+
+def aggregate(plan: Plan) -> dict[str, Any]:
+    """Write `report.json` and `report.md` over every run of the plan; return the report data."""
+    project = plan.project
+    rows = [_row(run) for run in plan.runs]
+    data = {
+        "format": REPORT_FORMAT,
+        "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "selection": plan.selection.describe(),
+        "summary": _summary(rows),
+        "groups": _groups(rows),
+        "scenarios": _by_scenario(rows),
+        "runs": rows,
+    }
+    results = project.results_dir
+    write_json(results / "report.json", data)
+    text = _environment(project).get_template("report.md.j2").render(**data)
+    write_text(results / "report.md", Redactor()(text))
+    return data
+
+
+def _row(run: Run) -> dict[str, Any]:
+    path = run.dir / "result.json"
+    if not path.exists():
+        return {"run_id": run.run_id, "scenario": run.scenario.name, "agent": run.agent,
+                "model": run.model, "variant": run.variant, "repeat": run.repeat,
+                "outcome": "missing", "outcome_reason": "not evaluated", "gates_passed": 0,
+                "gates_total": 0, "metrics": {}, "cost_usd": None, "duration_secs": None}
+    record: dict[str, Any] = read_json(path)
+    return record
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    counts: dict[str, int] = defaultdict(int)
+    for row in rows:
+        counts[row["outcome"]] += 1
+    evaluated = counts["pass"] + counts["fail"]
+    costs = [r["cost_usd"] for r in rows if r.get("cost_usd") is not None]
+    return {
+        "runs": len(rows),
+        "passed": counts["pass"],
+        "failed": counts["fail"],
+        "errors": counts["error"],
+        "missing": counts["missing"],
+        "pass_rate": round(counts["pass"] / evaluated, 4) if evaluated else None,
+        "cost_usd": round(sum(costs), 6) if costs else None,
+        "duration_secs": round(sum(r["duration_secs"] or 0 for r in rows), 3),
+    }
+
+
+def _groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    grouped: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        grouped[(row["agent"], row["model"] or "-", row["variant"] or "-")].append(row)
+    out = []
+    for (agent, model, variant), members in sorted(grouped.items()):
+        summary = _summary(members)
+        metrics = [m["metrics"] for m in members if m.get("metrics")]
+        out.append({
+            "agent": agent, "model": model, "variant": variant, **summary,
+            "mean_error_rate": _mean(m.get("error_rate") for m in metrics),
+            "mean_first_try_success_rate": _mean(m.get("first_try_success_rate") for m in metrics),
+            "total_commands": sum(m.get("total_commands", 0) for m in metrics),
+            "help_invocations": sum(m.get("help_invocations", 0) for m in metrics),
+        })
+    return out
+
+
+def _by_scenario(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        grouped[row["scenario"]].append(row)
+    return [{"scenario": name, **_summary(members)} for name, members in sorted(grouped.items())]
+
+
+def _mean(values: Any) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(sum(present) / len(present), 4) if present else None

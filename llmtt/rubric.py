@@ -1,0 +1,64 @@
+"""Rubric files (`rubrics/*.yaml`): weighted criteria for the LLM judge."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, model_validator
+
+from llmtt.config import Strict
+from llmtt.errors import ConfigError
+from llmtt.loading import read_yaml, validate
+from llmtt.scenario import NAME_RE
+
+
+class Criterion(Strict):
+    """One thing the judge scores, from 0 to 1."""
+
+    id: str
+    weight: float = Field(gt=0, le=1)
+    description: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _id(self) -> Criterion:
+        if not NAME_RE.match(self.id):
+            raise ValueError(f"id {self.id!r}: use letters, digits, '_', '-' and '.'")
+        return self
+
+
+class RubricOutput(Strict):
+    """The answer format the judge is held to."""
+
+    format: str = "json"
+    require_fields: list[str] = Field(
+        default_factory=lambda: ["scores", "weighted_score", "confidence", "issues", "highlights"]
+    )
+
+
+class Rubric(Strict):
+    """A rubric file."""
+
+    name: str | None = None
+    description: str = ""
+    criteria: list[Criterion] = Field(min_length=1)
+    output: RubricOutput = Field(default_factory=RubricOutput)
+
+    @model_validator(mode="after")
+    def _weights_and_ids(self) -> Rubric:
+        seen: set[str] = set()
+        for criterion in self.criteria:
+            if criterion.id in seen:
+                raise ValueError(f"criterion id {criterion.id!r} appears more than once")
+            seen.add(criterion.id)
+        total = sum(c.weight for c in self.criteria)
+        if abs(total - 1.0) > 0.01:
+            raise ValueError(f"criteria weights must sum to 1 (+/- 0.01), they sum to {total:g}")
+        return self
+
+
+def load_rubric(path: Path) -> Rubric:
+    """Load and validate one rubric file."""
+    data, lines = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError.one(path, "a rubric file must be a YAML mapping with `criteria:`", line=1)
+    return validate(Rubric, data, path, lines)

@@ -1,0 +1,78 @@
+"""The target's version (`version_command`), part of every run key.
+
+Probing once per invocation is the rule; the result is also kept in a small cache keyed by the
+resolved binary's path, size and modification time, so `doit list` does not pay for starting
+slow tools (a Python CLI takes ~0.3 s) when nothing about the binary changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from llmtt.atomic import write_json
+from llmtt.config import TargetSpec
+from llmtt.hashing import hash_value
+from llmtt.shell import run_shell
+from llmtt.workspace import tool_path
+
+VERSION_TIMEOUT_SECS = 20.0
+
+
+class TargetVersions:
+    """Version strings of targets, probed at most once per process."""
+
+    def __init__(self, cache_file: Path, cwd: Path) -> None:
+        self._file = cache_file
+        self._cwd = cwd
+        self._seen: dict[str, str] = {}
+        self._dirty = False
+        try:
+            self._cache: dict[str, str] = json.loads(cache_file.read_text())
+        except (OSError, ValueError):
+            self._cache = {}
+
+    def get(self, target: TargetSpec) -> str:
+        """The output of the target's version command, or why it failed."""
+        if not target.version_command:
+            return "unversioned"
+        key = self._cache_key(target)
+        if key in self._seen:
+            return self._seen[key]
+        version = self._cache.get(key) if key.startswith("bin:") else None
+        if version is None:
+            version = self._probe(target)
+            if key.startswith("bin:") and not version.startswith("error:"):
+                self._cache[key] = version
+                self._dirty = True
+        self._seen[key] = version
+        return version
+
+    def save(self) -> None:
+        """Write the cache if anything new was probed."""
+        if self._dirty:
+            write_json(self._file, self._cache)
+            self._dirty = False
+
+    def _cache_key(self, target: TargetSpec) -> str:
+        resolved = shutil.which(target.binary, path=tool_path()) if target.binary else None
+        if resolved is None:
+            return "cmd:" + hash_value([target.version_command, target.env])
+        info = os.stat(resolved)
+        return "bin:" + hash_value(
+            [target.version_command, target.env, resolved, info.st_size, info.st_mtime_ns]
+        )
+
+    def _probe(self, target: TargetSpec) -> str:
+        env = {"PATH": tool_path(), "HOME": os.environ.get("HOME", "/"), "LC_ALL": "C.UTF-8"}
+        env.update(target.env)
+        assert target.version_command is not None
+        result = run_shell(
+            target.version_command, cwd=self._cwd, env=env, timeout_secs=VERSION_TIMEOUT_SECS
+        )
+        if not result.ok:
+            detail = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]
+            return f"error: `{target.version_command}` failed ({result.describe()}): {detail[0]}"
+        return result.stdout.strip() or result.stderr.strip() or "empty"

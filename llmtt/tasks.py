@@ -1,0 +1,249 @@
+"""The doit surface: the plan's runs in, task dicts out. Nothing else in llmtt imports doit.
+
+A user's `dodo.py` is `from llmtt.tasks import *`. Per run, `doit list` shows one task named
+after the run (`<scenario>/<agent>[-<model>][-<variant>]/r<k>`); its layers are subtasks
+(`<run>:agent`, `<run>:evaluate`, `<run>:report`, shown by `doit list --all`), and `aggregate`
+writes the reports. Each layer carries its own content key, so only what changed re-runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from doit import get_var
+from doit.dependency import UptodateCalculator
+from doit.exceptions import TaskFailed
+
+from llmtt.errors import LlmttError
+from llmtt.plan import Key, Plan, Run, Selection, build_plan
+from llmtt.project import load_project
+
+__all__ = ["DOIT_CONFIG", "task_llmtt"]
+
+EVALUATE_OUTPUTS = ("metrics.json", "gates.json", "result.json")
+AGENT_OUTPUTS = ("run.json", "events.jsonl", "transcript.raw.txt")
+
+
+class KeyCheck:
+    """`uptodate` for one layer: false when any part of its key changed, saying which."""
+
+    def __init__(self, layer: str, key: Key) -> None:
+        self.layer = layer
+        self.key = key
+        self.reason = "not checked"
+
+    def __call__(self, task: Any, values: dict[str, Any]) -> bool:
+        """Compare the key saved by the last successful execution with the current one."""
+        task.value_savers.append(lambda: {"llmtt_key": self.key})
+        saved = values.get("llmtt_key")
+        if values.get("status") == "error":
+            self.reason = f"the last attempt could not be carried out: {values.get('error')}"
+            return False
+        if saved is None:
+            self.reason = "never run"
+            return False
+        changed = sorted(k for k in set(self.key) | set(saved) if saved.get(k) != self.key.get(k))
+        if changed:
+            self.reason = "changed: " + ", ".join(changed)
+            return False
+        self.reason = "unchanged"
+        return True
+
+    def __str__(self) -> str:
+        return f"{self.layer} key ({self.reason})"
+
+    __repr__ = __str__
+
+
+_FILE_REASONS = {
+    "missing_target": "outputs missing",
+    "changed_file_dep": "inputs changed",
+    "missing_file_dep": "inputs not yet made",
+}
+
+
+class LayersDone(UptodateCalculator):  # type: ignore[misc]
+    """`uptodate` for a run's visible task: true only when every layer is up to date."""
+
+    def __init__(self, layers: list[str]) -> None:
+        super().__init__()
+        self.layers = layers
+        self.pending: list[str] = []
+        self._deps: Any = None
+
+    def setup(self, dep_manager: Any, tasks_dict: dict[str, Any]) -> None:
+        """Keep the dependency manager so the layers' own status can be asked."""
+        super().setup(dep_manager, tasks_dict)
+        self._deps = dep_manager
+
+    def __call__(self) -> bool:
+        """Up to date when no layer would run."""
+        self.pending = []
+        for name in self.layers:
+            task = self.tasks_dict[name]
+            status = self._deps.get_status(task, self.tasks_dict, get_log=True)
+            if status.status != "up-to-date":
+                why = [str(u) for u, _, _ in status.reasons.get("uptodate_false", [])]
+                for reason, files in status.reasons.items():
+                    if reason in _FILE_REASONS and files:
+                        names = ", ".join(sorted({Path(f).name for f in files}))
+                        why.append(f"{_FILE_REASONS[reason]}: {names}")
+                self.pending.append(f"{name.rsplit(':', 1)[-1]} ({'; '.join(why) or status.status})")
+        return not self.pending
+
+    def __str__(self) -> str:
+        return "pending layers: " + (", ".join(self.pending) or "none")
+
+    __repr__ = __str__
+
+
+def _selection() -> Selection:
+    def names(var: str) -> tuple[str, ...]:
+        value = get_var(var, None)
+        return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()
+
+    try:
+        tiers = tuple(int(t) for t in names("tier"))
+        repeats_var = get_var("repeats", None)
+        repeats = int(repeats_var) if repeats_var else None
+    except ValueError:
+        raise LlmttError("tier= and repeats= take whole numbers (e.g. tier=1,2 repeats=3)") from None
+    return Selection(
+        scenarios=names("scenario"), tags=names("tag"), tiers=tiers, agents=names("agent"),
+        models=names("model"), variants=names("variant"), repeats=repeats,
+    )
+
+
+def _load() -> Plan:
+    try:
+        return build_plan(load_project(Path.cwd()), _selection())
+    except LlmttError as exc:
+        sys.stderr.write(f"llmtt: {exc}\n")
+        raise SystemExit(2) from None
+
+
+PLAN = _load()
+DOIT_CONFIG: dict[str, Any] = {
+    "dep_file": str(PLAN.project.results_dir / ".doit.sqlite3"),
+    "backend": "sqlite3",
+    "continue": True,
+    "verbosity": 2,
+    "default_tasks": [run.run_id for run in PLAN.runs] + ["aggregate"],
+}
+PLAN.project.results_dir.mkdir(parents=True, exist_ok=True)
+
+
+def task_llmtt() -> Iterator[dict[str, Any]]:
+    """Every run's layers and the aggregate."""
+    for run in PLAN.runs:
+        yield from _run_tasks(run)
+    yield _aggregate_task(PLAN)
+
+
+def _run_tasks(run: Run) -> Iterator[dict[str, Any]]:
+    rid, d = run.run_id, run.dir
+    layers = [f"{rid}:agent", f"{rid}:evaluate", f"{rid}:report"]
+    yield {
+        "basename": rid,
+        "name": None,
+        "doc": run.label,
+        "uptodate": [LayersDone(layers)],
+    }
+    yield {
+        "basename": rid,
+        "name": "agent",
+        "doc": f"launch {run.agent} for {run.label}",
+        "actions": [(_agent_action, [run])],
+        "targets": [str(d / n) for n in AGENT_OUTPUTS],
+        "uptodate": [KeyCheck("agent", run.agent_key)],
+        "clean": [(_remove_dir, [d])],
+        "verbosity": 0,
+    }
+    yield {
+        "basename": rid,
+        "name": "evaluate",
+        "doc": f"metrics and gates of {run.label}",
+        "actions": [(_evaluate_action, [run])],
+        "file_dep": [str(d / "run.json")],
+        "targets": [str(d / n) for n in EVALUATE_OUTPUTS],
+        "uptodate": [KeyCheck("evaluate", run.eval_key)],
+        "clean": True,
+        "verbosity": 0,
+    }
+    yield {
+        "basename": rid,
+        "name": "report",
+        "doc": f"evaluation.md of {run.label}",
+        "actions": [(_report_action, [run])],
+        "file_dep": [str(d / n) for n in EVALUATE_OUTPUTS],
+        "targets": [str(d / "evaluation.md")],
+        "uptodate": [KeyCheck("report", run.report_key)],
+        "clean": True,
+        "verbosity": 0,
+    }
+
+
+def _aggregate_task(plan: Plan) -> dict[str, Any]:
+    results = plan.project.results_dir
+    return {
+        "basename": "aggregate",
+        "doc": "report.md and report.json over every selected run",
+        "actions": [(_aggregate_action, [plan])],
+        "file_dep": [str(run.dir / "result.json") for run in plan.runs],
+        "targets": [str(results / "report.md"), str(results / "report.json")],
+        "uptodate": [KeyCheck("aggregate", plan.aggregate_key)],
+        "clean": True,
+        "verbosity": 0,
+    }
+
+
+def _agent_action(run: Run) -> dict[str, Any]:
+    from llmtt.execute import execute_run
+
+    record = execute_run(PLAN.project, run)
+    if record["status"] == "error":
+        # Carried on to evaluate and aggregate so the report shows it; stays pending (KeyCheck).
+        print(f"llmtt: {run.run_id}: could not be carried out: {record['error']}", file=sys.stderr)
+        return {"status": "error", "error": record["error"]}
+    return {"status": record["status"]}
+
+
+def _evaluate_action(run: Run) -> None:
+    from llmtt.evaluation.evaluate import evaluate_run
+
+    record = evaluate_run(PLAN.project, run)
+    if record["outcome"] != "error":
+        print(f"llmtt: {run.run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
+
+
+def _report_action(run: Run) -> None:
+    from llmtt.report import render_evaluation
+
+    render_evaluation(PLAN.project, run)
+
+
+def _aggregate_action(plan: Plan) -> TaskFailed | None:
+    from llmtt.report import aggregate
+
+    data = aggregate(plan)
+    summary = data["summary"]
+    results = os.path.relpath(plan.project.results_dir / "report.md")
+    print(
+        f"llmtt: {summary['runs']} runs: {summary['passed']} passed, {summary['failed']} failed, "
+        f"{summary['errors']} could not be carried out; see {results}"
+    )
+    errored = [r for r in data["runs"] if r["outcome"] in ("error", "missing")]
+    if errored:
+        lines = "\n".join(f"  {r['run_id']}: {r['outcome_reason']}" for r in errored)
+        return TaskFailed(f"{len(errored)} run(s) could not be carried out (they stay pending):\n{lines}")
+    return None
+
+
+def _remove_dir(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)

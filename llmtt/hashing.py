@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +30,8 @@ def hash_file(path: Path) -> str:
         return "missing"
 
 
-@lru_cache(maxsize=256)
 def hash_tree(root: Path) -> str:
-    """Hash a folder: every entry's relative path, kind, executable bit and contents.
-
-    Cached for the life of the process: one doit invocation hashes each fixture once.
-    """
+    """Hash a folder: every entry's relative path, kind, executable bit and contents."""
     digest = xxhash.xxh3_128()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames.sort()

@@ -95,6 +95,7 @@ def build_plan(project: Project, selection: Selection) -> Plan:
     """Expand the project's matrix (with the selection's overrides and filters) into runs."""
     versions = TargetVersions(project.results_dir / ".llmtt-cache" / "versions.json", project.root)
     agent_versions: dict[str, str] = {}
+    fixtures: dict[Path, str] = {}  # each fixture hashed once per plan, not once per run
     runs: list[Run] = []
     template = _template_key(project, "evaluation.md.j2")
     for scenario in project.scenarios:
@@ -102,13 +103,17 @@ def build_plan(project: Project, selection: Selection) -> Plan:
             continue
         target = project.target_for(scenario)
         version = versions.get(target)
+        fixture = scenario.fixture_dir
+        if fixture is not None and fixture not in fixtures:
+            fixtures[fixture] = hash_tree(fixture)
+        fixture_key = fixtures[fixture] if fixture is not None else "none"
         for agent, model, variant, repeat in _axes(project, scenario, selection):
             if agent not in agent_versions:
                 cls = agent_class(agent)
                 agent_versions[agent] = cls(project.config.agents.get(agent) or AgentSettings()).version()
             runs.append(
                 _make_run(project, scenario, target, version, agent, agent_versions[agent],
-                          model, variant, repeat, template)
+                          model, variant, repeat, template, fixture_key)
             )
     versions.save()
     aggregate_key = {
@@ -179,6 +184,7 @@ def _make_run(
     variant: str | None,
     repeat: int,
     template_key: str,
+    fixture_key: str,
 ) -> Run:
     spec = scenario.spec
     config = project.config
@@ -186,7 +192,6 @@ def _make_run(
     run_id = f"{scenario.name}/{who}/r{repeat}"
     timeout = spec.run.timeout_secs or config.run.timeout_secs
     max_turns = spec.run.max_turns or config.run.max_turns
-    fixture = scenario.fixture_dir
     plays_solution = agent == "oracle" or model == "scripted"
     settings = config.agents.get(agent)
     agent_key = {
@@ -194,7 +199,7 @@ def _make_run(
         "setup": hash_value(spec.setup.model_dump()),
         "solution": hash_value(spec.solution if plays_solution else None),
         "limits": hash_value([timeout, max_turns, spec.cost.max_usd]),
-        "fixture": hash_tree(fixture) if fixture else "none",
+        "fixture": fixture_key,
         "variant": _variant_key(project, variant),
         "target": hash_value([target.binary, target.env, target_version]),
         "agent": hash_value([agent, agent_version, settings.model_dump() if settings else None]),

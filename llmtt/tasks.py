@@ -162,7 +162,7 @@ def _run_tasks(run: Run) -> Iterator[dict[str, Any]]:
         "targets": [str(d / n) for n in AGENT_OUTPUTS],
         "uptodate": [KeyCheck("agent", run.agent_key)],
         "clean": [(_remove_dir, [d])],
-        "verbosity": 0,
+        "verbosity": 2,
     }
     yield {
         "basename": rid,
@@ -173,7 +173,7 @@ def _run_tasks(run: Run) -> Iterator[dict[str, Any]]:
         "targets": [str(d / n) for n in EVALUATE_OUTPUTS],
         "uptodate": [KeyCheck("evaluate", run.eval_key)],
         "clean": True,
-        "verbosity": 0,
+        "verbosity": 2,
     }
     yield {
         "basename": rid,
@@ -184,7 +184,7 @@ def _run_tasks(run: Run) -> Iterator[dict[str, Any]]:
         "targets": [str(d / "evaluation.md")],
         "uptodate": [KeyCheck("report", run.report_key)],
         "clean": True,
-        "verbosity": 0,
+        "verbosity": 2,
     }
 
 
@@ -198,7 +198,7 @@ def _aggregate_task(plan: Plan) -> dict[str, Any]:
         "targets": [str(results / "report.md"), str(results / "report.json")],
         "uptodate": [KeyCheck("aggregate", plan.aggregate_key)],
         "clean": True,
-        "verbosity": 0,
+        "verbosity": 2,
     }
 
 

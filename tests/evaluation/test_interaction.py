@@ -1,0 +1,143 @@
+"""Layer 1 metrics against hand-computed figures for DESIGN.md's definitions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from llmtt.evaluation.interaction import find_target_commands, interaction_metrics
+from llmtt.evaluation.transcript import transcript_events
+from llmtt.events import Complete, Event, ToolCall, ToolResult, Usage
+
+GIT = r"(?<![\w./-])git(?![\w./-])(?:\s+([a-z][\w-]*))?"
+
+
+def session(*calls: tuple[str, int | None], complete: int | None = 0, timed_out: bool = False) -> list[Event]:
+    events: list[Event] = []
+    for i, (command, code) in enumerate(calls):
+        events.append(ToolCall(ts=i, event="tool_call", id=f"c{i}", command=command))
+        events.append(ToolResult(ts=i, event="tool_result", id=f"c{i}", output="", exit_code=code))
+    events.append(
+        Complete(ts=99, event="complete", exit_code=complete, duration_secs=1.5, timed_out=timed_out, natural_stop=not timed_out)
+    )
+    return events
+
+
+def metrics(events: list[Event], pattern: str | None = GIT, free: bool = True) -> dict[str, Any]:
+    return interaction_metrics(events, pattern, free=free)
+
+
+def test_mixed_session_matches_hand_computed_figures() -> None:
+    events = session(
+        ("git --help", 0),
+        ("git init -q .", 0),
+        ("git comit -m x", 1),
+        ("git  add   notes.md", 0),  # white space collapses when normalised
+        ("ls -la", 0),  # not a target command
+        ("git commit -m x", 1),
+        ("git commit -m x", 0),  # retry after failure, also a repeat
+        ("git add notes.md", 0),  # repeat of the add, previous add succeeded
+    )
+    m = metrics(events)
+    assert m["total_commands"] == 7
+    assert m["unique_commands"] == 5
+    assert m["error_count"] == 2
+    assert m["unknown_exit_count"] == 0
+    assert m["retry_count"] == 2
+    assert m["retry_rate"] == pytest.approx(2 / 7, abs=1e-6)
+    assert m["retries_after_failure"] == 1
+    assert m["help_invocations"] == 1
+    # successes: --help, init, add, commit(2nd: retry after failure -> excluded), add => 4
+    assert m["first_try_success_rate"] == pytest.approx(4 / 7, abs=1e-6)
+    assert m["iteration_ratio"] == pytest.approx(5 / 7, abs=1e-6)
+    assert m["error_rate"] == pytest.approx(2 / 7, abs=1e-6)
+    assert m["completed"] is True
+    assert m["tool_calls"] == 8
+    assert m["tool_calls_ok"] == 6
+    assert m["tool_calls_error"] == 2
+    assert sorted(m["by_subcommand"]) == ["(none)", "add", "comit", "commit", "init"]
+    assert m["by_subcommand"]["commit"] == {"count": 2, "errors": 1, "help": 0}
+    assert m["by_subcommand"]["comit"] == {"count": 1, "errors": 1, "help": 0}
+    assert m["by_subcommand"]["add"] == {"count": 2, "errors": 0, "help": 0}
+    assert m["by_subcommand"]["(none)"] == {"count": 1, "errors": 0, "help": 1}
+    assert m["duration_secs"] == 1.5
+    assert m["natural_stop"] is True
+
+
+def test_rates_over_zero_commands_are_null_not_zero() -> None:
+    m = metrics(session(("ls", 0)))
+    assert m["total_commands"] == 0
+    for name in ("retry_rate", "first_try_success_rate", "iteration_ratio", "error_rate"):
+        assert m[name] is None
+
+
+def test_unknown_exit_codes_are_neither_errors_nor_successes() -> None:
+    m = metrics(session(("git status", None), ("git status", 0)))
+    assert m["error_count"] == 0
+    assert m["unknown_exit_count"] == 1
+    assert m["first_try_success_rate"] == 0.5
+    assert m["tool_calls_ok"] == 1
+    assert m["tool_calls_error"] == 0
+
+
+def test_retry_after_failure_without_capture_group_uses_normalised_command() -> None:
+    events = session(("mytool  build", 2), ("mytool build", 0), ("mytool test", 0))
+    m = metrics(events, pattern=r"\bmytool\b")
+    assert m["retries_after_failure"] == 1
+    assert m["by_subcommand"] == {"(none)": {"count": 3, "errors": 1, "help": 0}}
+
+
+def test_help_forms_and_segment_boundaries() -> None:
+    events = session(
+        ("git help commit", 0),
+        ("git commit -h", 129),
+        ("git status && ls -h", 0),  # -h belongs to ls, not to git
+    )
+    m = metrics(events)
+    assert m["help_invocations"] == 2
+
+
+def test_timeout_is_not_completed_and_tokens_cost_sum() -> None:
+    events: list[Event] = [
+        Usage(ts=1, event="usage", input_tokens=100, output_tokens=10, cost_usd=0.01),
+        Usage(ts=2, event="usage", input_tokens=50, output_tokens=5, cost_usd=0.02),
+        *session(("git status", 0), complete=None, timed_out=True),
+    ]
+    m = metrics(events, free=False)
+    assert m["completed"] is False
+    assert m["natural_stop"] is False
+    assert m["turns"] == 2
+    assert (m["input_tokens"], m["output_tokens"]) == (150, 15)
+    assert m["cost_usd"] == pytest.approx(0.03)
+
+
+def test_cost_unknown_is_null_for_paid_agents_and_zero_for_free_ones() -> None:
+    assert metrics(session(), free=False)["cost_usd"] is None
+    assert metrics(session(), free=True)["cost_usd"] == 0.0
+    partial = [Usage(ts=1, event="usage", input_tokens=1, cost_usd=None), *session()]
+    assert metrics(partial, free=False)["cost_usd"] is None
+
+
+def test_results_without_ids_pair_with_the_oldest_open_call() -> None:
+    events: list[Event] = [
+        ToolCall(ts=1, event="tool_call", command="git init"),
+        ToolResult(ts=2, event="tool_result", exit_code=0),
+        ToolCall(ts=3, event="tool_call", command="git bogus"),
+        ToolResult(ts=4, event="tool_result", exit_code=1),
+    ]
+    assert [c.exit_code for c in find_target_commands(events, GIT)] == [0, 1]
+
+
+def test_nonzero_agent_exit_is_not_completed() -> None:
+    assert metrics(session(complete=1))["completed"] is False
+
+
+def test_transcript_fallback_finds_commands_with_unknown_exit_codes() -> None:
+    text = "\x1b[32m$ git init\x1b[0m\r\nInitialized\r\n$ git  status\nnothing\n$ ls\n"
+    events = transcript_events(text, GIT)
+    m = metrics(events)
+    assert m["total_commands"] == 2
+    assert m["unknown_exit_count"] == 2
+    assert m["error_count"] == 0
+    assert sorted(m["by_subcommand"]) == ["init", "status"]

@@ -1,0 +1,169 @@
+"""Real `doit` runs in temporary projects: incrementality, outcomes, errors, parallelism."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import GIT_TOML, Project
+
+
+def two_scenarios(project: Project) -> None:
+    project.write("llmtt.toml", GIT_TOML)
+    project.write("scenarios/fixtures/one/readme.txt", "hello\n")
+    project.write(
+        "scenarios/alpha.yaml",
+        """\
+        task:
+          prompt: Commit readme.txt.
+        fixture: fixtures/one
+        solution:
+          - git init -q .
+          - git add readme.txt
+          - git commit -q -m first
+        evaluation:
+          gates:
+            - type: command_output_contains
+              command: git log --format=%s
+              substring: first
+        """,
+    )
+    project.write(
+        "scenarios/beta.yaml",
+        """\
+        task:
+          prompt: Make a repository.
+        solution:
+          - git init -q .
+        evaluation:
+          gates:
+            - type: file_exists
+              path: .git/HEAD
+        """,
+    )
+
+
+def test_second_run_executes_nothing_and_edits_rerun_only_their_layer(project: Project) -> None:
+    two_scenarios(project)
+    first = project.doit("run")
+    assert first.code == 0, first.out + first.err
+    assert sorted(first.executed()) == sorted(
+        [f"{s}/oracle/r1:{layer}" for s in ("alpha", "beta") for layer in ("agent", "evaluate", "report")]
+        + ["aggregate"]
+    ), first.out
+    metrics = project.json("alpha/oracle/r1/metrics.json")
+    assert metrics["outcome"] == "pass"
+
+    second = project.doit("run")
+    assert second.code == 0
+    assert second.executed() == [], second.out
+
+    # A prompt edit re-runs that scenario's agent (and what follows), nothing of the other.
+    path = project.root / "scenarios/alpha.yaml"
+    path.write_text(path.read_text().replace("Commit readme.txt.", "Commit the readme."))
+    third = project.doit("run")
+    assert sorted(third.executed()) == [
+        "aggregate", "alpha/oracle/r1:agent", "alpha/oracle/r1:evaluate", "alpha/oracle/r1:report",
+    ], third.out
+
+    # A gate edit re-evaluates without re-running the agent.
+    path.write_text(path.read_text().replace("substring: first", "substring: firs"))
+    fourth = project.doit("run")
+    assert "alpha/oracle/r1:agent" not in fourth.executed()
+    assert "alpha/oracle/r1:evaluate" in fourth.executed(), fourth.out
+
+    # A template edit re-renders only.
+    project.write("templates/evaluation.md.j2", "custom {{ metrics.outcome }}\n")
+    fifth = project.doit("run")
+    assert sorted(fifth.executed()) == ["alpha/oracle/r1:report", "beta/oracle/r1:report"], fifth.out
+    assert (project.results() / "alpha/oracle/r1/evaluation.md").read_text() == "custom pass\n"
+
+
+def test_list_status_and_info_say_what_is_pending(project: Project) -> None:
+    two_scenarios(project)
+    listing = project.doit("list")
+    assert listing.code == 0
+    names = [line.split()[0] for line in listing.out.splitlines()]
+    assert names == ["aggregate", "alpha/oracle/r1", "beta/oracle/r1"]
+    assert project.doit("run").code == 0
+    status = project.doit("list", "--status")
+    assert all(line.startswith("U ") for line in status.out.splitlines()), status.out
+    path = project.root / "scenarios/beta.yaml"
+    path.write_text(path.read_text().replace("Make a repository.", "Make a git repository."))
+    status = project.doit("list", "--status")
+    lines = dict(line.split()[:2][::-1] for line in status.out.splitlines())
+    assert lines["beta/oracle/r1"] == "R" and lines["alpha/oracle/r1"] == "U"
+    info = project.doit("info", "beta/oracle/r1")
+    assert "agent key (changed: prompt)" in info.out, info.out
+
+
+def test_fail_is_a_result_and_setup_error_is_a_task_error_that_stays_pending(project: Project) -> None:
+    project.write("llmtt.toml", GIT_TOML)
+    project.write(
+        "scenarios/fails.yaml",
+        """\
+        task: {prompt: Tag it.}
+        solution: [git init -q .]
+        evaluation:
+          gates:
+            - {type: command_output_contains, command: git tag --list, substring: v1}
+        """,
+    )
+    ok = project.doit("run")
+    assert ok.code == 0, ok.out + ok.err
+    assert project.json("fails/oracle/r1/metrics.json")["outcome"] == "fail"
+    assert project.doit("run").executed() == []
+
+    project.write(
+        "scenarios/broken.yaml",
+        """\
+        task: {prompt: x}
+        setup:
+          commands: ["echo preparing; echo 'no such thing' >&2; exit 7"]
+        solution: [git init -q .]
+        """,
+    )
+    broken = project.doit("run")
+    assert broken.code != 0
+    assert "setup command" in broken.err + broken.out and "exit 7" in broken.err + broken.out
+    run = project.json("broken/oracle/r1/run.json")
+    assert run["status"] == "error" and "no such thing" in run["error"]
+    report = (project.results() / "report.md").read_text()
+    assert "could not be carried out" in report
+    again = project.doit("run")
+    assert "broken/oracle/r1:agent" in again.executed()
+    assert "fails/oracle/r1:agent" not in again.executed()
+
+
+def test_parallel_run_and_selection_variables(project: Project) -> None:
+    two_scenarios(project)
+    selected = project.doit("run", "scenario=beta")
+    assert selected.code == 0
+    assert {t.split("/")[0] for t in selected.executed() if t != "aggregate"} == {"beta"}
+    parallel = project.doit("run", "-n", "4", "repeats=3")
+    assert parallel.code == 0, parallel.out + parallel.err
+    for scenario in ("alpha", "beta"):
+        for k in (1, 2, 3):
+            assert project.json(f"{scenario}/oracle/r{k}/metrics.json")["outcome"] == "pass"
+    lines = (project.results() / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 1 + 6 - 1  # beta r1 ran first; -n 4 ran the other five
+    assert all(json.loads(line)["outcome"] == "pass" for line in lines)
+
+
+def test_clean_removes_run_artifacts_and_forget_forces_a_rerun(project: Project) -> None:
+    two_scenarios(project)
+    assert project.doit("run").code == 0
+    assert project.doit("forget", "beta/oracle/r1:agent").code == 0
+    assert "beta/oracle/r1:agent" in project.doit("run").executed()
+    assert project.doit("clean").code == 0
+    assert not (project.results() / "alpha/oracle/r1").exists()
+    rerun = project.doit("run")
+    assert "alpha/oracle/r1:agent" in rerun.executed()
+
+
+@pytest.mark.parametrize("selector", ["tag=nope", "scenario=nope"])
+def test_empty_selection_runs_only_the_aggregate(project: Project, selector: str) -> None:
+    two_scenarios(project)
+    result = project.doit("run", selector)
+    assert result.code == 0
+    assert result.executed() == ["aggregate"]

@@ -1,0 +1,119 @@
+"""Plan expansion and per-layer keys: each key moves with exactly what its layer depends on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import GIT_TOML, Project
+
+from llmtt.errors import ConfigError
+from llmtt.plan import Plan, Selection, build_plan
+from llmtt.project import load_project
+
+SCENARIO = """\
+name: demo
+tags: [a, b]
+tier: 2
+description: first description
+task: {prompt: Do it.}
+fixture: fixtures/f
+solution: [git init -q .]
+evaluation:
+  gates:
+    - {type: file_exists, path: .git/HEAD}
+"""
+
+
+def plan(project: Project, **selection: object) -> Plan:
+    return build_plan(load_project(project.root), Selection(**selection))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def demo(project: Project) -> Project:
+    project.write("llmtt.toml", GIT_TOML)
+    project.write("scenarios/fixtures/f/file.txt", "one\n")
+    project.write("scenarios/demo.yaml", SCENARIO)
+    return project
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    path.write_text(path.read_text().replace(old, new))
+
+
+def test_run_ids_and_axes(demo: Project) -> None:
+    runs = plan(demo, repeats=2).runs
+    assert [r.run_id for r in runs] == ["demo/oracle/r1", "demo/oracle/r2"]
+    assert runs[0].model is None  # the oracle ignores the models axis
+    assert runs[0].agent_key["repeat"] != runs[1].agent_key["repeat"]
+
+
+@pytest.mark.parametrize(
+    ("rel", "old", "new", "agent_part", "eval_changes"),
+    [
+        ("scenarios/demo.yaml", "Do it.", "Do it now.", "prompt", False),
+        ("scenarios/demo.yaml", "git init -q .", "git init .", "solution", False),
+        ("scenarios/fixtures/f/file.txt", "one", "two", "fixture", False),
+        ("scenarios/demo.yaml", "path: .git/HEAD", "path: .git/config", None, True),
+        ("scenarios/demo.yaml", "first description", "second", None, False),
+        ("scenarios/demo.yaml", "tier: 2", "tier: 3", None, False),
+    ],
+)
+def test_each_key_moves_with_its_inputs_only(
+    demo: Project, rel: str, old: str, new: str, agent_part: str | None, eval_changes: bool
+) -> None:
+    before = plan(demo).runs[0]
+    edit(demo.root / rel, old, new)
+    after = plan(demo).runs[0]
+    changed = {k for k in before.agent_key if before.agent_key[k] != after.agent_key[k]}
+    assert changed == ({agent_part} if agent_part else set())
+    assert (before.eval_key != after.eval_key) is eval_changes
+    assert before.report_key == after.report_key
+
+
+def test_template_override_changes_only_the_report_key(demo: Project) -> None:
+    before = plan(demo).runs[0]
+    demo.write("templates/evaluation.md.j2", "x\n")
+    after = plan(demo).runs[0]
+    assert before.agent_key == after.agent_key and before.eval_key == after.eval_key
+    assert before.report_key != after.report_key
+
+
+def test_target_version_is_part_of_the_agent_key(demo: Project) -> None:
+    before = plan(demo).runs[0]
+    edit(demo.root / "llmtt.toml", 'version_command = "git --version"', 'version_command = "echo 9.9"')
+    after = plan(demo).runs[0]
+    assert after.target_version == "9.9"
+    assert {k for k in before.agent_key if before.agent_key[k] != after.agent_key[k]} == {"target"}
+
+
+def test_failed_version_probe_is_recorded_not_raised(demo: Project) -> None:
+    edit(demo.root / "llmtt.toml", 'version_command = "git --version"', 'version_command = "no-such-tool-xyz --version"')
+    run = plan(demo).runs[0]
+    assert run.target_version.startswith("error:") and "no-such-tool-xyz" in run.target_version
+
+
+def test_selection_filters(demo: Project) -> None:
+    assert len(plan(demo, tags=("b",)).runs) == 1
+    assert plan(demo, tags=("zzz",)).runs == []
+    assert plan(demo, tiers=(1,)).runs == []
+    assert len(plan(demo, scenarios=("demo",)).runs) == 1
+
+
+def test_unknown_agent_and_agent_without_model_are_clear_errors(demo: Project) -> None:
+    from llmtt.errors import LlmttError
+
+    with pytest.raises(LlmttError, match="unknown agent 'nobody'; installed agents: .*oracle"):
+        plan(demo, agents=("nobody",))
+
+
+def test_variant_files_change_the_agent_key(demo: Project) -> None:
+    demo.write("guides/v1.md", "use git\n")
+    edit(demo.root / "llmtt.toml", "[target]", '[variants.v1]\nfiles = { "AGENTS.md" = "guides/v1.md" }\n\n[target]')
+    first = plan(demo, variants=("v1",)).runs[0]
+    assert first.run_id == "demo/oracle-v1/r1"
+    demo.write("guides/v1.md", "use git carefully\n")
+    second = plan(demo, variants=("v1",)).runs[0]
+    assert first.agent_key["variant"] != second.agent_key["variant"]
+    with pytest.raises(ConfigError, match="no \\[variants.v2\\]"):
+        plan(demo, variants=("v2",))

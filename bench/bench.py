@@ -63,7 +63,9 @@ def timed(root: Path, *args: str) -> float:
     proc = subprocess.run([DOIT, *args], cwd=root, capture_output=True, text=True, timeout=3600)
     elapsed = time.perf_counter() - started
     if proc.returncode != 0:
-        raise SystemExit(f"doit {' '.join(args)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        raise SystemExit(
+            f"doit {' '.join(args)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        )
     return elapsed
 
 

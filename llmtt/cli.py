@@ -17,7 +17,9 @@ def main(argv: list[str] | None = None) -> int:
     validate = sub.add_parser("validate", help="check llmtt.toml, every scenario and rubric")
     validate.add_argument("project", nargs="?", default=".", type=Path)
     schema = sub.add_parser("schema", help="write JSON Schema files for editors")
-    schema.add_argument("--out", type=Path, default=Path("schemas"), help="folder (default: schemas)")
+    schema.add_argument(
+        "--out", type=Path, default=Path("schemas"), help="folder (default: schemas)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "validate":

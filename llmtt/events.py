@@ -112,5 +112,7 @@ def read_events(path: Path) -> list[Event]:
             try:
                 events.append(_ADAPTER.validate_json(line))
             except ValidationError as exc:
-                raise LlmttError(f"{path}:{number}: malformed event: {exc.errors()[0]['msg']}") from None
+                raise LlmttError(
+                    f"{path}:{number}: malformed event: {exc.errors()[0]['msg']}"
+                ) from None
     return events

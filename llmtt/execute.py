@@ -59,7 +59,9 @@ def execute_run(project: Project, run: Run) -> dict[str, Any]:
             "finished_at": _now(),
             "duration_secs": round(time.monotonic() - started, 3),
             "agent_duration_secs": round(outcome.duration_secs, 3),
-            "status": "error" if outcome.error else ("timeout" if outcome.timed_out else "completed"),
+            "status": "error"
+            if outcome.error
+            else ("timeout" if outcome.timed_out else "completed"),
             "exit_code": outcome.exit_code,
             "timed_out": outcome.timed_out,
             "natural_stop": outcome.natural_stop,

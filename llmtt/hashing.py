@@ -36,7 +36,9 @@ def hash_tree(root: Path) -> str:
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames.sort()
         rel_dir = os.path.relpath(dirpath, root)
-        for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
+        for name in sorted(
+            filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        ):
             full = os.path.join(dirpath, name)
             rel = os.path.normpath(os.path.join(rel_dir, name))
             info = os.lstat(full)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
+import types
 from collections.abc import Sequence
 from pathlib import Path
-import types
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import yaml
@@ -192,7 +192,9 @@ def _expectation(err: Any) -> str:
         message = message.removeprefix("Value error, ")
     if kind == "union_tag_invalid":
         tag = str(err.get("ctx", {}).get("tag", ""))
-        expected = [t.strip(" '") for t in str(err.get("ctx", {}).get("expected_tags", "")).split(",")]
+        expected = [
+            t.strip(" '") for t in str(err.get("ctx", {}).get("expected_tags", "")).split(",")
+        ]
         close = difflib.get_close_matches(tag, expected, n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return f"unknown type {tag!r}{hint} (valid types: {', '.join(expected)})"

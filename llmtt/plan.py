@@ -110,10 +110,23 @@ def build_plan(project: Project, selection: Selection) -> Plan:
         for agent, model, variant, repeat in _axes(project, scenario, selection):
             if agent not in agent_versions:
                 cls = agent_class(agent)
-                agent_versions[agent] = cls(project.config.agents.get(agent) or AgentSettings()).version()
+                agent_versions[agent] = cls(
+                    project.config.agents.get(agent) or AgentSettings()
+                ).version()
             runs.append(
-                _make_run(project, scenario, target, version, agent, agent_versions[agent],
-                          model, variant, repeat, template, fixture_key)
+                _make_run(
+                    project,
+                    scenario,
+                    target,
+                    version,
+                    agent,
+                    agent_versions[agent],
+                    model,
+                    variant,
+                    repeat,
+                    template,
+                    fixture_key,
+                )
             )
     versions.save()
     aggregate_key = {
@@ -156,7 +169,7 @@ def _axes(
                 field="matrix.models",
             )
         for model in agent_models:
-            for variant in variants or [None]:
+            for variant in variants or ["none"]:
                 resolved = None if variant == "none" else variant
                 if resolved is not None and resolved not in project.config.variants:
                     raise ConfigError.one(
@@ -209,7 +222,9 @@ def _make_run(
     eval_key = {
         "gates": hash_value([g.model_dump() for g in spec.evaluation.gates]),
         "pattern": hash_value([target.effective_pattern(), target.env]),
-        "composite": hash_value(spec.evaluation.composite.model_dump() if spec.evaluation.composite else None),
+        "composite": hash_value(
+            spec.evaluation.composite.model_dump() if spec.evaluation.composite else None
+        ),
         "gate_timeout": str(config.run.gate_timeout_secs),
         "llmtt": __version__,
     }
@@ -252,4 +267,3 @@ def clean_run_dir(run: Run) -> None:
     """Remove a run's folder (used by `doit clean`)."""
     if run.dir.exists():
         shutil.rmtree(run.dir)
-

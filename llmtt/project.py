@@ -100,7 +100,9 @@ def _cross_check(project: Project) -> list[Problem]:
         if scenario.name in seen:
             problems.append(
                 Problem(
-                    scenario.path, line_of(lines, ("name",)) or 1, "name",
+                    scenario.path,
+                    line_of(lines, ("name",)) or 1,
+                    "name",
                     f"scenario name {scenario.name!r} is also used by {seen[scenario.name]}",
                 )
             )
@@ -111,7 +113,9 @@ def _cross_check(project: Project) -> list[Problem]:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             problems.append(
                 Problem(
-                    scenario.path, line_of(lines, ("target",)), "target",
+                    scenario.path,
+                    line_of(lines, ("target",)),
+                    "target",
                     f"no [targets.{spec.target}] in llmtt.toml{hint} "
                     f"(declared: {', '.join(known) or 'none'})",
                 )
@@ -121,8 +125,12 @@ def _cross_check(project: Project) -> list[Problem]:
             line = line_of(lines, ("evaluation", "judge", "rubric"))
             if not rubric.is_file():
                 problems.append(
-                    Problem(scenario.path, line, "evaluation.judge.rubric",
-                            f"rubric file {rubric} does not exist")
+                    Problem(
+                        scenario.path,
+                        line,
+                        "evaluation.judge.rubric",
+                        f"rubric file {rubric} does not exist",
+                    )
                 )
             elif rubric not in project.rubrics:
                 try:

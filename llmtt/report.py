@@ -23,8 +23,12 @@ def _environment(project: Project) -> Any:
         [jinja2.FileSystemLoader(project.templates_dir), jinja2.FileSystemLoader(PACKAGE_TEMPLATES)]
     )
     env = jinja2.Environment(
-        loader=loader, autoescape=False, trim_blocks=True, lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+        loader=loader,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
     )
     env.filters["num"] = _num
     env.filters["cell"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
@@ -47,9 +51,18 @@ def render_evaluation(project: Project, run: Run) -> None:
     metrics = read_json(run.dir / "metrics.json")
     gates = read_json(run.dir / "gates.json")["gates"]
     commands = _commands(run.dir / "events.jsonl")
-    text = _environment(project).get_template("evaluation.md.j2").render(
-        run=info, metrics=metrics, gates=gates, commands=commands, scenario=run.scenario.spec,
-        scenario_name=run.scenario.name, target=run.target,
+    text = (
+        _environment(project)
+        .get_template("evaluation.md.j2")
+        .render(
+            run=info,
+            metrics=metrics,
+            gates=gates,
+            commands=commands,
+            scenario=run.scenario.spec,
+            scenario_name=run.scenario.name,
+            target=run.target,
+        )
     )
     write_text(run.dir / "evaluation.md", Redactor(run.target.env)(text))
 
@@ -96,10 +109,21 @@ def aggregate(plan: Plan) -> dict[str, Any]:
 def _row(run: Run) -> dict[str, Any]:
     path = run.dir / "result.json"
     if not path.exists():
-        return {"run_id": run.run_id, "scenario": run.scenario.name, "agent": run.agent,
-                "model": run.model, "variant": run.variant, "repeat": run.repeat,
-                "outcome": "missing", "outcome_reason": "not evaluated", "gates_passed": 0,
-                "gates_total": 0, "metrics": {}, "cost_usd": None, "duration_secs": None}
+        return {
+            "run_id": run.run_id,
+            "scenario": run.scenario.name,
+            "agent": run.agent,
+            "model": run.model,
+            "variant": run.variant,
+            "repeat": run.repeat,
+            "outcome": "missing",
+            "outcome_reason": "not evaluated",
+            "gates_passed": 0,
+            "gates_total": 0,
+            "metrics": {},
+            "cost_usd": None,
+            "duration_secs": None,
+        }
     record: dict[str, Any] = read_json(path)
     return record
 
@@ -130,13 +154,20 @@ def _groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (agent, model, variant), members in sorted(grouped.items()):
         summary = _summary(members)
         metrics = [m["metrics"] for m in members if m.get("metrics")]
-        out.append({
-            "agent": agent, "model": model, "variant": variant, **summary,
-            "mean_error_rate": _mean(m.get("error_rate") for m in metrics),
-            "mean_first_try_success_rate": _mean(m.get("first_try_success_rate") for m in metrics),
-            "total_commands": sum(m.get("total_commands", 0) for m in metrics),
-            "help_invocations": sum(m.get("help_invocations", 0) for m in metrics),
-        })
+        out.append(
+            {
+                "agent": agent,
+                "model": model,
+                "variant": variant,
+                **summary,
+                "mean_error_rate": _mean(m.get("error_rate") for m in metrics),
+                "mean_first_try_success_rate": _mean(
+                    m.get("first_try_success_rate") for m in metrics
+                ),
+                "total_commands": sum(m.get("total_commands", 0) for m in metrics),
+                "help_invocations": sum(m.get("help_invocations", 0) for m in metrics),
+            }
+        )
     return out
 
 

@@ -55,7 +55,9 @@ class CommandOutputMatches(GateBase):
     _pattern = field_validator("pattern")(check_regex)
 
 
-ASSERTION_RE = re.compile(r"^(exists|equals\s+(?P<eq>.+)|contains\s+(?P<sub>.+)|len\s*(?P<op>>=|==|>)\s*(?P<n>\d+))$")
+ASSERTION_RE = re.compile(
+    r"^(exists|equals\s+(?P<eq>.+)|contains\s+(?P<sub>.+)|len\s*(?P<op>>=|==|>)\s*(?P<n>\d+))$"
+)
 
 
 class CommandJsonPath(GateBase):
@@ -70,7 +72,7 @@ class CommandJsonPath(GateBase):
     @classmethod
     def _parse_path(cls, value: str) -> str:
         from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
-        from jsonpath_ng.ext import parse
+        from jsonpath_ng.ext.parser import parse
 
         try:
             parse(value)
@@ -233,7 +235,9 @@ class Scenario(Strict):
         None, description="Overrides of [target], or the name of a [targets.NAME] table."
     )
     task: TaskSpec
-    fixture: str | None = Field(None, description="Folder copied as the workspace, relative to this file.")
+    fixture: str | None = Field(
+        None, description="Folder copied as the workspace, relative to this file."
+    )
     setup: SetupSpec = Field(default_factory=SetupSpec)
     solution: list[str] = Field(
         default_factory=list, description="Reference shell commands, run by the oracle agent."
@@ -249,7 +253,9 @@ class Scenario(Strict):
     @classmethod
     def _name(cls, value: str | None) -> str | None:
         if value is not None and not NAME_RE.match(value):
-            raise ValueError("use letters, digits, '_', '-' and '.', starting with a letter or digit")
+            raise ValueError(
+                "use letters, digits, '_', '-' and '.', starting with a letter or digit"
+            )
         return value
 
     @field_validator("matrix")
@@ -291,7 +297,9 @@ def load_scenario(path: Path) -> LoadedScenario:
     """Load and validate one scenario file."""
     data, lines = read_yaml(path)
     if not isinstance(data, dict):
-        raise ConfigError.one(path, "a scenario file must be a YAML mapping (task:, evaluation: ...)", line=1)
+        raise ConfigError.one(
+            path, "a scenario file must be a YAML mapping (task:, evaluation: ...)", line=1
+        )
     spec = validate(Scenario, data, path, lines)
     loaded = LoadedScenario(name=spec.name or path.stem, path=path, spec=spec, lines=lines)
     if not NAME_RE.match(loaded.name):

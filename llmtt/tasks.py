@@ -93,7 +93,9 @@ class LayersDone(UptodateCalculator):  # type: ignore[misc]
                     if reason in _FILE_REASONS and files:
                         names = ", ".join(sorted({Path(f).name for f in files}))
                         why.append(f"{_FILE_REASONS[reason]}: {names}")
-                self.pending.append(f"{name.rsplit(':', 1)[-1]} ({'; '.join(why) or status.status})")
+                self.pending.append(
+                    f"{name.rsplit(':', 1)[-1]} ({'; '.join(why) or status.status})"
+                )
         return not self.pending
 
     def __str__(self) -> str:
@@ -112,10 +114,17 @@ def _selection() -> Selection:
         repeats_var = get_var("repeats", None)
         repeats = int(repeats_var) if repeats_var else None
     except ValueError:
-        raise LlmttError("tier= and repeats= take whole numbers (e.g. tier=1,2 repeats=3)") from None
+        raise LlmttError(
+            "tier= and repeats= take whole numbers (e.g. tier=1,2 repeats=3)"
+        ) from None
     return Selection(
-        scenarios=names("scenario"), tags=names("tag"), tiers=tiers, agents=names("agent"),
-        models=names("model"), variants=names("variant"), repeats=repeats,
+        scenarios=names("scenario"),
+        tags=names("tag"),
+        tiers=tiers,
+        agents=names("agent"),
+        models=names("model"),
+        variants=names("variant"),
+        repeats=repeats,
     )
 
 
@@ -240,7 +249,9 @@ def _aggregate_action(plan: Plan) -> TaskFailed | None:
     errored = [r for r in data["runs"] if r["outcome"] in ("error", "missing")]
     if errored:
         lines = "\n".join(f"  {r['run_id']}: {r['outcome_reason']}" for r in errored)
-        return TaskFailed(f"{len(errored)} run(s) could not be carried out (they stay pending):\n{lines}")
+        return TaskFailed(
+            f"{len(errored)} run(s) could not be carried out (they stay pending):\n{lines}"
+        )
     return None
 
 

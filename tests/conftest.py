@@ -21,7 +21,10 @@ GIT_TOML = """\
 binary = "git"
 command_pattern = '(?<![\\w./-])git(?![\\w./-])(?:\\s+([a-z][\\w-]*))?'
 version_command = "git --version"
-env = { GIT_AUTHOR_NAME = "t", GIT_AUTHOR_EMAIL = "t@example.invalid", GIT_COMMITTER_NAME = "t", GIT_COMMITTER_EMAIL = "t@example.invalid" }
+env.GIT_AUTHOR_NAME = "t"
+env.GIT_AUTHOR_EMAIL = "t@example.invalid"
+env.GIT_COMMITTER_NAME = "t"
+env.GIT_COMMITTER_EMAIL = "t@example.invalid"
 """
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import GIT_TOML, Project
@@ -48,7 +49,11 @@ def test_second_run_executes_nothing_and_edits_rerun_only_their_layer(project: P
     first = project.doit("run")
     assert first.code == 0, first.out + first.err
     assert sorted(first.executed()) == sorted(
-        [f"{s}/oracle/r1:{layer}" for s in ("alpha", "beta") for layer in ("agent", "evaluate", "report")]
+        [
+            f"{s}/oracle/r1:{layer}"
+            for s in ("alpha", "beta")
+            for layer in ("agent", "evaluate", "report")
+        ]
         + ["aggregate"]
     ), first.out
     metrics = project.json("alpha/oracle/r1/metrics.json")
@@ -63,7 +68,10 @@ def test_second_run_executes_nothing_and_edits_rerun_only_their_layer(project: P
     path.write_text(path.read_text().replace("Commit readme.txt.", "Commit the readme."))
     third = project.doit("run")
     assert sorted(third.executed()) == [
-        "aggregate", "alpha/oracle/r1:agent", "alpha/oracle/r1:evaluate", "alpha/oracle/r1:report",
+        "aggregate",
+        "alpha/oracle/r1:agent",
+        "alpha/oracle/r1:evaluate",
+        "alpha/oracle/r1:report",
     ], third.out
 
     # A gate edit re-evaluates without re-running the agent.
@@ -75,7 +83,9 @@ def test_second_run_executes_nothing_and_edits_rerun_only_their_layer(project: P
     # A template edit re-renders only.
     project.write("templates/evaluation.md.j2", "custom {{ metrics.outcome }}\n")
     fifth = project.doit("run")
-    assert sorted(fifth.executed()) == ["alpha/oracle/r1:report", "beta/oracle/r1:report"], fifth.out
+    assert sorted(fifth.executed()) == ["alpha/oracle/r1:report", "beta/oracle/r1:report"], (
+        fifth.out
+    )
     assert (project.results() / "alpha/oracle/r1/evaluation.md").read_text() == "custom pass\n"
 
 
@@ -97,7 +107,9 @@ def test_list_status_and_info_say_what_is_pending(project: Project) -> None:
     assert "agent key (changed: prompt)" in info.out, info.out
 
 
-def test_fail_is_a_result_and_setup_error_is_a_task_error_that_stays_pending(project: Project) -> None:
+def test_fail_is_a_result_and_setup_error_is_a_task_error_that_stays_pending(
+    project: Project,
+) -> None:
     project.write("llmtt.toml", GIT_TOML)
     project.write(
         "scenarios/fails.yaml",
@@ -167,3 +179,41 @@ def test_empty_selection_runs_only_the_aggregate(project: Project, selector: str
     result = project.doit("run", selector)
     assert result.code == 0
     assert result.executed() == ["aggregate"]
+
+
+def test_agent_timeout_keeps_partial_transcript_and_leaves_no_process(project: Project) -> None:
+    project.write("llmtt.toml", GIT_TOML)
+    project.write(
+        "scenarios/slow.yaml",
+        """\
+        task: {prompt: Wait.}
+        run: {timeout_secs: 2}
+        solution:
+          - git init -q .
+          - "sleep 300 & echo $! > bg.pid; setsid sleep 301 & echo waiting; sleep 60"
+          - git status
+        evaluation:
+          gates:
+            - {type: file_exists, path: .git/HEAD}
+        """,
+    )
+    result = project.doit("run")
+    assert result.code == 0, result.out + result.err  # a timeout is a result, not a task error
+    run = project.json("slow/oracle/r1/run.json")
+    assert run["status"] == "timeout" and run["timed_out"] is True
+    metrics = project.json("slow/oracle/r1/metrics.json")
+    assert metrics["completed"] is False and metrics["natural_stop"] is False
+    assert metrics["tool_calls"] == 2  # the third command never started
+    transcript = (project.results() / "slow/oracle/r1/transcript.raw.txt").read_text()
+    assert "waiting" in transcript and "timed out" in transcript
+    pid = int((project.results() / "slow/oracle/r1/workspace/bg.pid").read_text())
+    assert (
+        not Path(f"/proc/{pid}").exists()
+        or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
+    )
+    import subprocess
+
+    survivors = subprocess.run(
+        ["pgrep", "-f", "sleep 30[01]"], capture_output=True, text=True, timeout=10
+    )
+    assert survivors.stdout.strip() == "", survivors.stdout

@@ -75,7 +75,9 @@ def test_git_oracle_metrics_are_exact(project: Project) -> None:
         "outcome": "fail",
     }
     assert {k: m[k] for k in expected} == expected
-    assert m["outcome_reason"].startswith("gate 2 (no_transcript_errors): 2 target command(s) failed")
+    assert m["outcome_reason"].startswith(
+        "gate 2 (no_transcript_errors): 2 target command(s) failed"
+    )
     assert m["gates_passed"] == 1 and m["gates_total"] == 2
     assert m["duration_secs"] > 0
     events = (project.results() / "git-basics/oracle/r1/events.jsonl").read_text()

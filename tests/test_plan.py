@@ -81,14 +81,22 @@ def test_template_override_changes_only_the_report_key(demo: Project) -> None:
 
 def test_target_version_is_part_of_the_agent_key(demo: Project) -> None:
     before = plan(demo).runs[0]
-    edit(demo.root / "llmtt.toml", 'version_command = "git --version"', 'version_command = "echo 9.9"')
+    edit(
+        demo.root / "llmtt.toml",
+        'version_command = "git --version"',
+        'version_command = "echo 9.9"',
+    )
     after = plan(demo).runs[0]
     assert after.target_version == "9.9"
     assert {k for k in before.agent_key if before.agent_key[k] != after.agent_key[k]} == {"target"}
 
 
 def test_failed_version_probe_is_recorded_not_raised(demo: Project) -> None:
-    edit(demo.root / "llmtt.toml", 'version_command = "git --version"', 'version_command = "no-such-tool-xyz --version"')
+    edit(
+        demo.root / "llmtt.toml",
+        'version_command = "git --version"',
+        'version_command = "no-such-tool-xyz --version"',
+    )
     run = plan(demo).runs[0]
     assert run.target_version.startswith("error:") and "no-such-tool-xyz" in run.target_version
 
@@ -109,7 +117,11 @@ def test_unknown_agent_and_agent_without_model_are_clear_errors(demo: Project) -
 
 def test_variant_files_change_the_agent_key(demo: Project) -> None:
     demo.write("guides/v1.md", "use git\n")
-    edit(demo.root / "llmtt.toml", "[target]", '[variants.v1]\nfiles = { "AGENTS.md" = "guides/v1.md" }\n\n[target]')
+    edit(
+        demo.root / "llmtt.toml",
+        "[target]",
+        '[variants.v1]\nfiles = { "AGENTS.md" = "guides/v1.md" }\n\n[target]',
+    )
     first = plan(demo, variants=("v1",)).runs[0]
     assert first.run_id == "demo/oracle-v1/r1"
     demo.write("guides/v1.md", "use git carefully\n")

@@ -48,7 +48,10 @@ class OracleAgent(Agent):
             )
         duration = time.monotonic() - started
         ctx.events.emit(
-            "complete", exit_code=0, duration_secs=round(duration, 3), timed_out=False,
+            "complete",
+            exit_code=0,
+            duration_secs=round(duration, 3),
+            timed_out=False,
             natural_stop=True,
         )
         return AgentExit(exit_code=0, timed_out=False, duration_secs=duration, natural_stop=True)
@@ -57,7 +60,10 @@ class OracleAgent(Agent):
         duration = time.monotonic() - started
         ctx.transcript.write(f"\n[llmtt: run timed out after {ctx.timeout_secs:g}s]\n".encode())
         ctx.events.emit(
-            "complete", exit_code=None, duration_secs=round(duration, 3), timed_out=True,
+            "complete",
+            exit_code=None,
+            duration_secs=round(duration, 3),
+            timed_out=True,
             natural_stop=False,
         )
         return AgentExit(exit_code=None, timed_out=True, duration_secs=duration, natural_stop=False)

@@ -65,7 +65,9 @@ def run_in_pty(
     _become_subreaper()
     before = _children(os.getpid())
     started = time.monotonic()
-    proc = PtyProcess.spawn(list(argv), cwd=str(cwd), env=dict(env), dimensions=(50, 220), echo=False)
+    proc = PtyProcess.spawn(
+        list(argv), cwd=str(cwd), env=dict(env), dimensions=(50, 220), echo=False
+    )
     # ptyprocess sleeps 0.1 s in close() by default; we close only after the tree is dead.
     proc.delayafterclose = 0.0
     chunks: list[bytes] = []

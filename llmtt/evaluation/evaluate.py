@@ -1,4 +1,4 @@
-"""The evaluate layer of one run: metrics, gates, outcome -> metrics.json, gates.json, result.json."""
+"""The evaluate layer of a run: metrics, gates, outcome -> metrics.json, gates.json, result.json."""
 
 from __future__ import annotations
 
@@ -25,7 +25,10 @@ def evaluate_run(project: Project, run: Run) -> dict[str, Any]:
     pattern = run.target.effective_pattern()
     if info["status"] == "error":
         gates: list[dict[str, Any]] = []
-        metrics: dict[str, Any] = {"outcome": "error", "outcome_reason": f"run could not be carried out: {info['error']}"}
+        metrics: dict[str, Any] = {
+            "outcome": "error",
+            "outcome_reason": f"run could not be carried out: {info['error']}",
+        }
     else:
         events, source = _events(run.dir, pattern, structured=info.get("structured_events", True))
         free = bool(info.get("free"))
@@ -48,7 +51,9 @@ def evaluate_run(project: Project, run: Run) -> dict[str, Any]:
     metrics = {"format": METRICS_FORMAT, "run_id": run.run_id, **metrics}
     metrics["gates_passed"] = sum(1 for g in gates if g["passed"])
     metrics["gates_total"] = len(gates)
-    write_json(run.dir / "gates.json", {"format": METRICS_FORMAT, "run_id": run.run_id, "gates": gates})
+    write_json(
+        run.dir / "gates.json", {"format": METRICS_FORMAT, "run_id": run.run_id, "gates": gates}
+    )
     write_json(run.dir / "metrics.json", metrics)
     record = result_record(run, info, metrics)
     write_json(run.dir / "result.json", record)

@@ -27,7 +27,13 @@ from llmtt.scenario import (
 )
 from llmtt.shell import ShellResult, run_shell
 
-_COMMAND_GATES = (CommandSucceeds, CommandOutputContains, CommandOutputMatches, CommandJsonPath, Script)
+_COMMAND_GATES = (
+    CommandSucceeds,
+    CommandOutputContains,
+    CommandOutputMatches,
+    CommandJsonPath,
+    Script,
+)
 
 
 @dataclass(frozen=True)
@@ -92,22 +98,33 @@ def _judge_command(gate: Gate, result: ShellResult) -> tuple[bool, str]:
     if isinstance(gate, CommandOutputContains):
         if gate.substring in result.stdout:
             return True, f"output of `{gate.command}` contains {gate.substring!r}"
-        return False, f"output of `{gate.command}` ({result.describe()}) lacks {gate.substring!r}" + _seen(result)
+        return (
+            False,
+            f"output of `{gate.command}` ({result.describe()}) lacks {gate.substring!r}"
+            + _seen(result),
+        )
     if isinstance(gate, CommandOutputMatches):
         if re.search(gate.pattern, result.stdout, re.MULTILINE):
             return True, f"output of `{gate.command}` matches /{gate.pattern}/"
-        return False, f"output of `{gate.command}` ({result.describe()}) does not match /{gate.pattern}/" + _seen(result)
+        return (
+            False,
+            f"output of `{gate.command}` ({result.describe()}) does not match /{gate.pattern}/"
+            + _seen(result),
+        )
     assert isinstance(gate, CommandJsonPath)
     return _json_path(gate, result)
 
 
 def _json_path(gate: CommandJsonPath, result: ShellResult) -> tuple[bool, str]:
-    from jsonpath_ng.ext import parse
+    from jsonpath_ng.ext.parser import parse
 
     try:
         document = json.loads(result.stdout)
     except ValueError as exc:
-        return False, f"output of `{gate.command}` ({result.describe()}) is not JSON: {exc}" + _seen(result)
+        return (
+            False,
+            f"output of `{gate.command}` ({result.describe()}) is not JSON: {exc}" + _seen(result),
+        )
     values = [m.value for m in parse(gate.path).find(document)]
     value: Any = values[0] if len(values) == 1 else (values or None)
     ok, detail = check_assertion(gate.assertion, value, found=bool(values))
@@ -180,7 +197,7 @@ def _seen(result: ShellResult) -> str:
     out = result.stdout.strip()
     if not out:
         err = _last_line(result.stderr)
-        return f"; stdout was empty" + (f", stderr: {err}" if err else "")
+        return "; stdout was empty" + (f", stderr: {err}" if err else "")
     return f"; stdout began {out[:120]!r}"
 
 

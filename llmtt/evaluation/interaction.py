@@ -63,7 +63,7 @@ def find_target_commands(events: Sequence[Event], pattern: str | None) -> list[T
                 normalised=normalise(call.command),
                 subcommand=sub,
                 exit_code=result.exit_code if result else None,
-                help=_is_help(call.command[match.start():], sub),
+                help=_is_help(call.command[match.start() :], sub),
             )
         )
     return out
@@ -91,10 +91,16 @@ def interaction_metrics(
     errors = sum(1 for c in commands if c.exit_code not in (0, None))
     unknown = sum(1 for c in commands if c.exit_code is None)
     after_failure = _retries_after_failure(commands)
-    first_try = sum(1 for c, retry in zip(commands, after_failure, strict=True) if c.exit_code == 0 and not retry)
+    first_try = sum(
+        1
+        for c, retry in zip(commands, after_failure, strict=True)
+        if c.exit_code == 0 and not retry
+    )
     by_sub: dict[str, dict[str, int]] = {}
     for c in commands:
-        entry = by_sub.setdefault(c.subcommand or NO_SUBCOMMAND, {"count": 0, "errors": 0, "help": 0})
+        entry = by_sub.setdefault(
+            c.subcommand or NO_SUBCOMMAND, {"count": 0, "errors": 0, "help": 0}
+        )
         entry["count"] += 1
         entry["errors"] += c.exit_code not in (0, None)
         entry["help"] += c.help

@@ -8,9 +8,7 @@ from typing import Any
 from llmtt.scenario import CompositeSpec
 
 
-def decide(
-    gates: Sequence[dict[str, Any]], judge: dict[str, Any] | None
-) -> tuple[str, str]:
+def decide(gates: Sequence[dict[str, Any]], judge: dict[str, Any] | None) -> tuple[str, str]:
     """`("pass" | "fail", reason)`: pass iff every gate passed and the judge (if any) passed."""
     failed = [g for g in gates if not g["passed"]]
     reasons = [f"gate {g['index']} ({g['type']}): {g['message']}" for g in failed]

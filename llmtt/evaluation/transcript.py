@@ -21,6 +21,6 @@ def transcript_events(text: str, pattern: str | None) -> list[Event]:
     for number, line in enumerate(_ANSI.sub("", text).splitlines(), start=1):
         match = regex.search(line)
         if match:
-            command = line[match.start():].strip()
+            command = line[match.start() :].strip()
             events.append(ToolCall(ts=0.0, event="tool_call", id=f"line_{number}", command=command))
     return events

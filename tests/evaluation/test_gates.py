@@ -25,7 +25,9 @@ def ws(tmp_path: Path) -> Path:
     work = tmp_path / "workspace"
     work.mkdir()
     (work / "notes.md").write_text("# Title\nbody line\n")
-    (work / "data.json").write_text('{"items": [1, 2, 3], "name": "demo", "ok": true, "none": null}')
+    (work / "data.json").write_text(
+        '{"items": [1, 2, 3], "name": "demo", "ok": true, "none": null}'
+    )
     return work
 
 
@@ -43,8 +45,18 @@ def test_every_gate_type_passes_and_fails(ws: Path) -> None:
             {"type": "command_output_contains", "command": "cat notes.md", "substring": "absent"},
             {"type": "command_output_matches", "command": "cat notes.md", "pattern": "^# \\w+$"},
             {"type": "command_output_matches", "command": "cat notes.md", "pattern": "^nope"},
-            {"type": "command_json_path", "command": "cat data.json", "path": "$.items", "assertion": "len == 3"},
-            {"type": "command_json_path", "command": "cat notes.md", "path": "$", "assertion": "exists"},
+            {
+                "type": "command_json_path",
+                "command": "cat data.json",
+                "path": "$.items",
+                "assertion": "len == 3",
+            },
+            {
+                "type": "command_json_path",
+                "command": "cat notes.md",
+                "path": "$",
+                "assertion": "exists",
+            },
             {"type": "file_exists", "path": "notes.md"},
             {"type": "file_exists", "path": "missing.txt"},
             {"type": "file_contains", "path": "notes.md", "substring": "Title"},
@@ -58,8 +70,23 @@ def test_every_gate_type_passes_and_fails(ws: Path) -> None:
         ctx(ws),
     )
     assert [r["passed"] for r in results] == [
-        True, False, True, False, True, False, True, False, True, False, True, False, True,
-        False, True, True, False,
+        True,
+        False,
+        True,
+        False,
+        True,
+        False,
+        True,
+        False,
+        True,
+        False,
+        True,
+        False,
+        True,
+        False,
+        True,
+        True,
+        False,
     ]
     assert [r["index"] for r in results] == list(range(1, 18))
     assert "exit 4" in results[1]["message"]
@@ -134,6 +161,9 @@ def test_gate_commands_get_the_given_env(ws: Path) -> None:
     c = ctx(ws)
     c2 = GateContext(ws, {**c.env, "DEMO_VALUE": "xyz"}, 10, [])
     result = run_gates(
-        gates({"type": "command_output_contains", "command": "echo $DEMO_VALUE", "substring": "xyz"}), c2
+        gates(
+            {"type": "command_output_contains", "command": "echo $DEMO_VALUE", "substring": "xyz"}
+        ),
+        c2,
     )
     assert result[0]["passed"]

@@ -13,13 +13,22 @@ from llmtt.events import Complete, Event, ToolCall, ToolResult, Usage
 GIT = r"(?<![\w./-])git(?![\w./-])(?:\s+([a-z][\w-]*))?"
 
 
-def session(*calls: tuple[str, int | None], complete: int | None = 0, timed_out: bool = False) -> list[Event]:
+def session(
+    *calls: tuple[str, int | None], complete: int | None = 0, timed_out: bool = False
+) -> list[Event]:
     events: list[Event] = []
     for i, (command, code) in enumerate(calls):
         events.append(ToolCall(ts=i, event="tool_call", id=f"c{i}", command=command))
         events.append(ToolResult(ts=i, event="tool_result", id=f"c{i}", output="", exit_code=code))
     events.append(
-        Complete(ts=99, event="complete", exit_code=complete, duration_secs=1.5, timed_out=timed_out, natural_stop=not timed_out)
+        Complete(
+            ts=99,
+            event="complete",
+            exit_code=complete,
+            duration_secs=1.5,
+            timed_out=timed_out,
+            natural_stop=not timed_out,
+        )
     )
     return events
 

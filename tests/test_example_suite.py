@@ -1,0 +1,37 @@
+"""The repository's own example suite, run as the README says (`doit run`), in a copy."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from conftest import Project
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_example_suite_passes_except_its_negative_control(tmp_path: Path) -> None:
+    copy = tmp_path / "example"
+    copy.mkdir()
+    for name in ("llmtt.toml", "dodo.py"):
+        shutil.copy(ROOT / name, copy / name)
+    shutil.copytree(ROOT / "scenarios", copy / "scenarios")
+    project = Project(copy)
+    result = project.doit("run", "-n", "2")
+    assert result.code == 0, result.out + result.err
+    report = project.json("report.json")
+    outcomes = {r["scenario"]: r["outcome"] for r in report["runs"]}
+    assert outcomes.pop("negative-control-git-tag") == "fail"
+    assert len(outcomes) >= 4 and set(outcomes.values()) == {"pass"}, outcomes
+    negative = project.json("negative-control-git-tag/oracle/r1/metrics.json")
+    assert "lacks 'v1.0'" in negative["outcome_reason"]
+    # every gate type is used by the suite, against both real CLIs
+    gate_types = set()
+    targets = set()
+    for run in report["runs"]:
+        gates = project.json(f"{run['run_id']}/gates.json")["gates"]
+        gate_types |= {g["type"] for g in gates}
+        targets.add(run["versions"]["target"].split()[0])
+    assert len(gate_types) == 9, gate_types
+    assert targets == {"git", "sqlite-utils,"}, targets
+    assert project.doit("run").executed() == []

@@ -94,7 +94,8 @@ def _safe(part: str) -> str:
 def build_plan(project: Project, selection: Selection) -> Plan:
     """Expand the project's matrix (with the selection's overrides and filters) into runs."""
     versions = TargetVersions(project.results_dir / ".llmtt-cache" / "versions.json", project.root)
-    agent_versions: dict[str, str] = {}
+    agents: dict[str, tuple[str, str]] = {}  # name -> (version, key part)
+    variants: dict[str | None, str] = {}
     fixtures: dict[Path, str] = {}  # each fixture hashed once per plan, not once per run
     runs: list[Run] = []
     template = _template_key(project, "evaluation.md.j2")
@@ -107,25 +108,24 @@ def build_plan(project: Project, selection: Selection) -> Plan:
         if fixture is not None and fixture not in fixtures:
             fixtures[fixture] = hash_tree(fixture)
         fixture_key = fixtures[fixture] if fixture is not None else "none"
-        for agent, model, variant, repeat in _axes(project, scenario, selection):
-            if agent not in agent_versions:
-                cls = agent_class(agent)
-                agent_versions[agent] = cls(
-                    project.config.agents.get(agent) or AgentSettings()
-                ).version()
+        keys = _scenario_keys(project, scenario, target, version, fixture_key)
+        for axes in _axes(project, scenario, selection):
+            agent, _, variant, _ = axes
+            if agent not in agents:
+                agents[agent] = _agent_parts(project, agent)
+            if variant not in variants:
+                variants[variant] = _variant_key(project, variant)
             runs.append(
                 _make_run(
                     project,
                     scenario,
+                    keys,
                     target,
                     version,
-                    agent,
-                    agent_versions[agent],
-                    model,
-                    variant,
-                    repeat,
+                    axes,
+                    agents[agent],
+                    variants[variant],
                     template,
-                    fixture_key,
                 )
             )
     versions.save()
@@ -186,67 +186,95 @@ def _names(value: list[str] | int | None) -> list[str]:
     return list(value) if isinstance(value, list) else []
 
 
+@dataclass(frozen=True)
+class _ScenarioKeys:
+    """Key parts shared by every run of one scenario, hashed once per plan."""
+
+    agent: Key
+    solution: str
+    evaluate: Key
+    timeout_secs: float
+    max_turns: int
+
+
+def _scenario_keys(
+    project: Project, scenario: LoadedScenario, target: TargetSpec, version: str, fixture: str
+) -> _ScenarioKeys:
+    spec = scenario.spec
+    config = project.config
+    timeout = spec.run.timeout_secs or config.run.timeout_secs
+    max_turns = spec.run.max_turns or config.run.max_turns
+    composite = spec.evaluation.composite
+    return _ScenarioKeys(
+        agent={
+            "prompt": hash_value(spec.task.prompt),
+            "setup": hash_value(spec.setup.model_dump()),
+            "limits": hash_value([timeout, max_turns, spec.cost.max_usd]),
+            "fixture": fixture,
+            "target": hash_value([target.binary, target.env, version]),
+        },
+        solution=hash_value(spec.solution),
+        evaluate={
+            "gates": hash_value([g.model_dump() for g in spec.evaluation.gates]),
+            "pattern": hash_value([target.effective_pattern(), target.env]),
+            "composite": hash_value(composite.model_dump() if composite else None),
+            "gate_timeout": str(config.run.gate_timeout_secs),
+            "llmtt": __version__,
+        },
+        timeout_secs=timeout,
+        max_turns=max_turns,
+    )
+
+
 def _make_run(
     project: Project,
     scenario: LoadedScenario,
+    keys: _ScenarioKeys,
     target: TargetSpec,
     target_version: str,
-    agent: str,
-    agent_version: str,
-    model: str | None,
-    variant: str | None,
-    repeat: int,
+    axes: tuple[str, str | None, str | None, int],
+    agent_parts: tuple[str, str],
+    variant_key: str,
     template_key: str,
-    fixture_key: str,
 ) -> Run:
-    spec = scenario.spec
-    config = project.config
+    agent, model, variant, repeat = axes
     who = "-".join(_safe(p) for p in (agent, model, variant) if p)
     run_id = f"{scenario.name}/{who}/r{repeat}"
-    timeout = spec.run.timeout_secs or config.run.timeout_secs
-    max_turns = spec.run.max_turns or config.run.max_turns
+    # The solution is what the oracle and the scripted model play; other agents never see it.
     plays_solution = agent == "oracle" or model == "scripted"
-    settings = config.agents.get(agent)
     agent_key = {
-        "prompt": hash_value(spec.task.prompt),
-        "setup": hash_value(spec.setup.model_dump()),
-        "solution": hash_value(spec.solution if plays_solution else None),
-        "limits": hash_value([timeout, max_turns, spec.cost.max_usd]),
-        "fixture": fixture_key,
-        "variant": _variant_key(project, variant),
-        "target": hash_value([target.binary, target.env, target_version]),
-        "agent": hash_value([agent, agent_version, settings.model_dump() if settings else None]),
+        **keys.agent,
+        "solution": keys.solution if plays_solution else "unused",
+        "variant": variant_key,
+        "agent": agent_parts[1],
         "model": model or "none",
         "repeat": str(repeat),
     }
-    eval_key = {
-        "gates": hash_value([g.model_dump() for g in spec.evaluation.gates]),
-        "pattern": hash_value([target.effective_pattern(), target.env]),
-        "composite": hash_value(
-            spec.evaluation.composite.model_dump() if spec.evaluation.composite else None
-        ),
-        "gate_timeout": str(config.run.gate_timeout_secs),
-        "llmtt": __version__,
-    }
-    report_key = {"template": template_key, "llmtt": __version__}
     return Run(
         run_id=run_id,
         scenario=scenario,
         target=target,
         target_version=target_version,
         agent=agent,
-        agent_version=agent_version,
+        agent_version=agent_parts[0],
         model=model,
         variant=variant,
         repeat=repeat,
         dir=project.results_dir / run_id,
-        timeout_secs=timeout,
-        max_turns=max_turns,
+        timeout_secs=keys.timeout_secs,
+        max_turns=keys.max_turns,
         agent_key=agent_key,
-        eval_key=eval_key,
-        report_key=report_key,
-        tags=tuple(spec.tags),
+        eval_key=keys.evaluate,
+        report_key={"template": template_key, "llmtt": __version__},
+        tags=tuple(scenario.spec.tags),
     )
+
+
+def _agent_parts(project: Project, agent: str) -> tuple[str, str]:
+    """The agent's version and its key part (name, version, settings)."""
+    settings = project.config.agents.get(agent)
+    version = agent_class(agent)(settings or AgentSettings()).version()
+    return version, hash_value([agent, version, settings.model_dump() if settings else None])
 
 
 def _variant_key(project: Project, variant: str | None) -> str:

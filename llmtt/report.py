@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from llmtt.atomic import read_json, write_json, write_text
+from llmtt.errors import LlmttError
 from llmtt.plan import Plan, Run
 from llmtt.project import Project
 from llmtt.redaction import Redactor
@@ -45,24 +46,37 @@ def _num(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def render(project: Project, name: str, **context: Any) -> str:
+    """Render one template; a broken template is the user's error, named with file and line."""
+    import jinja2
+
+    try:
+        return str(_environment(project).get_template(name).render(**context))
+    except jinja2.TemplateSyntaxError as exc:
+        where = f"{exc.filename or name}:{exc.lineno}"
+        raise LlmttError(f"{where}: template syntax error: {exc.message}") from None
+    except jinja2.TemplateError as exc:
+        own = project.templates_dir / name
+        source = own if own.is_file() else PACKAGE_TEMPLATES / name
+        raise LlmttError(f"{source}: template error: {exc}") from None
+
+
 def render_evaluation(project: Project, run: Run) -> None:
     """Write the run's `evaluation.md` from its artifacts."""
     info = read_json(run.dir / "run.json")
     metrics = read_json(run.dir / "metrics.json")
     gates = read_json(run.dir / "gates.json")["gates"]
     commands = _commands(run.dir / "events.jsonl")
-    text = (
-        _environment(project)
-        .get_template("evaluation.md.j2")
-        .render(
-            run=info,
-            metrics=metrics,
-            gates=gates,
-            commands=commands,
-            scenario=run.scenario.spec,
-            scenario_name=run.scenario.name,
-            target=run.target,
-        )
+    text = render(
+        project,
+        "evaluation.md.j2",
+        run=info,
+        metrics=metrics,
+        gates=gates,
+        commands=commands,
+        scenario=run.scenario.spec,
+        scenario_name=run.scenario.name,
+        target=run.target,
     )
     write_text(run.dir / "evaluation.md", Redactor(run.target.env)(text))
 
@@ -101,7 +115,7 @@ def aggregate(plan: Plan) -> dict[str, Any]:
     }
     results = project.results_dir
     write_json(results / "report.json", data)
-    text = _environment(project).get_template("report.md.j2").render(**data)
+    text = render(project, "report.md.j2", **data)
     write_text(results / "report.md", Redactor()(text))
     return data
 

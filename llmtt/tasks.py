@@ -8,10 +8,12 @@ writes the reports. Each layer carries its own content key, so only what changed
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,12 @@ AGENT_OUTPUTS = ("run.json", "events.jsonl", "transcript.raw.txt")
 
 class KeyCheck:
     """`uptodate` for one layer: false when any part of its key changed, saying which."""
+
+    # doit inspects every uptodate callable's signature on every status check; declaring it
+    # here spares thousands of introspections on each load of a large plan.
+    __signature__ = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in ("task", "values")]
+    )
 
     def __init__(self, layer: str, key: Key) -> None:
         self.layer = layer
@@ -142,6 +150,7 @@ DOIT_CONFIG: dict[str, Any] = {
     "backend": "sqlite3",
     "continue": True,
     "verbosity": 2,
+    "reporter": "executed-only",  # thousands of up-to-date lines would bury what happened
     "default_tasks": [run.run_id for run in PLAN.runs] + ["aggregate"],
 }
 PLAN.project.results_dir.mkdir(parents=True, exist_ok=True)
@@ -154,23 +163,53 @@ def task_llmtt() -> Iterator[dict[str, Any]]:
     yield _aggregate_task(PLAN)
 
 
+_DOIT_COMMANDS = {
+    "run",
+    "list",
+    "info",
+    "clean",
+    "forget",
+    "ignore",
+    "strace",
+    "dumpdb",
+    "help",
+    "auto",
+    "reset-dep",
+    "tabcompletion",
+}
+
+
+def _status_is_shown() -> bool:
+    """True when doit was asked to show status (`list`, `info`) rather than to run.
+
+    A run's visible task is a group whose layers decide for themselves what executes; its own
+    status is for display only, and computing it costs a second status check of every layer.
+    """
+    command = next((a for a in sys.argv[1:] if a in _DOIT_COMMANDS), "run")
+    return command in ("list", "info")
+
+
+SHOW_STATUS = _status_is_shown()
+
+
 def _run_tasks(run: Run) -> Iterator[dict[str, Any]]:
-    rid, d = run.run_id, run.dir
+    rid = run.run_id
+    d = str(run.dir) + os.sep  # plain strings: thousands of paths are built on every load
     layers = [f"{rid}:agent", f"{rid}:evaluate", f"{rid}:report"]
     yield {
         "basename": rid,
         "name": None,
         "doc": run.label,
-        "uptodate": [LayersDone(layers)],
+        "uptodate": [LayersDone(layers) if SHOW_STATUS else True],
     }
     yield {
         "basename": rid,
         "name": "agent",
         "doc": f"launch {run.agent} for {run.label}",
         "actions": [(_agent_action, [run])],
-        "targets": [str(d / n) for n in AGENT_OUTPUTS],
+        "targets": [d + n for n in AGENT_OUTPUTS],
         "uptodate": [KeyCheck("agent", run.agent_key)],
-        "clean": [(_remove_dir, [d])],
+        "clean": [(_remove_dir, [run.dir])],
         "verbosity": 2,
     }
     yield {
@@ -178,8 +217,8 @@ def _run_tasks(run: Run) -> Iterator[dict[str, Any]]:
         "name": "evaluate",
         "doc": f"metrics and gates of {run.label}",
         "actions": [(_evaluate_action, [run])],
-        "file_dep": [str(d / "run.json")],
-        "targets": [str(d / n) for n in EVALUATE_OUTPUTS],
+        "file_dep": [d + "run.json"],
+        "targets": [d + n for n in EVALUATE_OUTPUTS],
         "uptodate": [KeyCheck("evaluate", run.eval_key)],
         "clean": True,
         "verbosity": 2,
@@ -189,8 +228,8 @@ def _run_tasks(run: Run) -> Iterator[dict[str, Any]]:
         "name": "report",
         "doc": f"evaluation.md of {run.label}",
         "actions": [(_report_action, [run])],
-        "file_dep": [str(d / n) for n in EVALUATE_OUTPUTS],
-        "targets": [str(d / "evaluation.md")],
+        "file_dep": [d + n for n in EVALUATE_OUTPUTS],
+        "targets": [d + "evaluation.md"],
         "uptodate": [KeyCheck("report", run.report_key)],
         "clean": True,
         "verbosity": 2,
@@ -211,6 +250,20 @@ def _aggregate_task(plan: Plan) -> dict[str, Any]:
     }
 
 
+def _guarded(action: Callable[..., Any]) -> Callable[..., Any]:
+    """A user's mistake met while running a task fails it with the message, not a traceback."""
+
+    @functools.wraps(action)
+    def wrapper(*args: Any) -> Any:
+        try:
+            return action(*args)
+        except LlmttError as exc:
+            return TaskFailed(f"llmtt: {exc}")
+
+    return wrapper
+
+
+@_guarded
 def _agent_action(run: Run) -> dict[str, Any]:
     from llmtt.execute import execute_run
 
@@ -222,6 +275,7 @@ def _agent_action(run: Run) -> dict[str, Any]:
     return {"status": record["status"]}
 
 
+@_guarded
 def _evaluate_action(run: Run) -> None:
     from llmtt.evaluation.evaluate import evaluate_run
 
@@ -230,12 +284,14 @@ def _evaluate_action(run: Run) -> None:
         print(f"llmtt: {run.run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
 
 
+@_guarded
 def _report_action(run: Run) -> None:
     from llmtt.report import render_evaluation
 
     render_evaluation(PLAN.project, run)
 
 
+@_guarded
 def _aggregate_action(plan: Plan) -> TaskFailed | None:
     from llmtt.report import aggregate
 

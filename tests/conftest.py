@@ -40,10 +40,6 @@ class DoitResult:
         """Tasks doit executed (`.  name` lines)."""
         return [line[3:].strip() for line in self.out.splitlines() if line.startswith(".  ")]
 
-    def skipped(self) -> list[str]:
-        """Tasks doit found up to date (`-- name` lines)."""
-        return [line[3:].strip() for line in self.out.splitlines() if line.startswith("-- ")]
-
 
 class Project:
     """A temporary llmtt project on disk."""

@@ -217,3 +217,18 @@ def test_agent_timeout_keeps_partial_transcript_and_leaves_no_process(project: P
         ["pgrep", "-f", "sleep 30[01]"], capture_output=True, text=True, timeout=10
     )
     assert survivors.stdout.strip() == "", survivors.stdout
+
+
+def test_broken_template_override_is_a_clear_error_without_traceback(project: Project) -> None:
+    two_scenarios(project)
+    project.write("templates/evaluation.md.j2", "line one\n{% if %}\n")
+    result = project.doit("run", "scenario=beta")
+    text = result.out + result.err
+    assert result.code != 0
+    assert "templates/evaluation.md.j2:2: template syntax error" in text, text
+    assert "Traceback" not in text
+    assert project.json("beta/oracle/r1/metrics.json")["outcome"] == "pass"  # nothing else lost
+    project.write("templates/evaluation.md.j2", "{{ no_such_variable }}\n")
+    result = project.doit("run", "scenario=beta")
+    assert "'no_such_variable' is undefined" in result.out + result.err
+    assert "Traceback" not in result.out + result.err

@@ -21,8 +21,9 @@ def agent_names() -> list[str]:
     return sorted(_entry_points())
 
 
+@lru_cache(maxsize=64)
 def agent_class(name: str) -> type[Agent]:
-    """The agent class registered under `name`."""
+    """The agent class registered under `name` (entry points do not change within a process)."""
     for ep in entry_points(group=GROUP, name=name):
         cls = ep.load()
         if not (isinstance(cls, type) and issubclass(cls, Agent)):

@@ -1,0 +1,73 @@
+"""Shell commands with timeouts, and per-run isolation of the workspace and environment."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from llmtt.events import EventWriter, read_events
+from llmtt.errors import LlmttError
+from llmtt.shell import run_shell
+from llmtt.workspace import prepare, run_setup
+
+ENV = {"PATH": os.environ["PATH"]}
+
+
+def test_run_shell_captures_and_times_out(tmp_path: Path) -> None:
+    ok = run_shell("echo out; echo err >&2; exit 2", cwd=tmp_path, env=ENV, timeout_secs=5)
+    assert (ok.exit_code, ok.stdout, ok.stderr, ok.timed_out) == (2, "out\n", "err\n", False)
+    started = time.monotonic()
+    slow = run_shell("sleep 30", cwd=tmp_path, env=ENV, timeout_secs=0.5)
+    assert slow.timed_out and slow.exit_code is None and time.monotonic() - started < 3
+    assert slow.describe() == "timed out after 0s" or slow.describe().startswith("timed out")
+
+
+def test_background_process_does_not_hold_the_command(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = run_shell("sleep 60 & echo $! > pid; echo done", cwd=tmp_path, env=ENV, timeout_secs=10)
+    assert result.ok and time.monotonic() - started < 3
+    pid = int((tmp_path / "pid").read_text())
+    time.sleep(0.2)
+    assert not Path(f"/proc/{pid}").exists() or " Z " in Path(f"/proc/{pid}/stat").read_text()
+
+
+def test_prepare_makes_a_fresh_isolated_workspace(tmp_path: Path) -> None:
+    fixture = tmp_path / "fixture"
+    (fixture / "sub").mkdir(parents=True)
+    (fixture / "sub" / "a.txt").write_text("a")
+    guide = tmp_path / "guide.md"
+    guide.write_text("guidance")
+    run_dir = tmp_path / "run"
+    ws = prepare(run_dir, fixture, {"AGENTS.md": guide})
+    (ws.workspace / "stale.txt").write_text("left by an earlier attempt")
+    ws = prepare(run_dir, fixture, {"AGENTS.md": guide})
+    assert sorted(p.name for p in ws.workspace.iterdir()) == ["AGENTS.md", "sub"]
+    env = ws.env({"EXTRA": "1"})
+    assert env["HOME"] == str(run_dir / "home") and env["EXTRA"] == "1"
+    assert env["XDG_CONFIG_HOME"].startswith(str(run_dir / "home"))
+    assert "OPENAI_API_KEY" not in env and "USER" not in env
+
+
+def test_setup_stops_at_the_first_failing_command(tmp_path: Path) -> None:
+    failed = run_setup(["touch one", "exit 5", "touch two"], cwd=tmp_path, env=ENV, timeout_secs=5)
+    assert failed is not None and failed.command == "exit 5" and failed.exit_code == 5
+    assert (tmp_path / "one").exists() and not (tmp_path / "two").exists()
+    assert run_setup(["true"], cwd=tmp_path, env=ENV, timeout_secs=5) is None
+
+
+def test_events_round_trip_and_malformed_lines_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    with open(path, "w") as handle:
+        writer = EventWriter(handle)
+        writer.emit("tool_call", id="1", tool="bash", command="git status")
+        writer.emit("tool_result", id="1", output="", exit_code=None)
+        writer.emit("complete", exit_code=0, duration_secs=1.0, timed_out=False, natural_stop=True)
+    events = read_events(path)
+    assert [e.event for e in events] == ["tool_call", "tool_result", "complete"]
+    with open(path, "a") as handle:
+        handle.write('{"ts": 1, "event": "tool_call"}\n')
+    with pytest.raises(LlmttError, match=r"events.jsonl:4: malformed event"):
+        read_events(path)

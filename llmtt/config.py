@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from llmtt.errors import ConfigError
 from llmtt.loading import read_toml, validate
@@ -135,17 +135,6 @@ class Config(Strict):
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     judge: JudgeSpec = Field(default_factory=JudgeSpec)
     run: RunDefaults = Field(default_factory=RunDefaults)
-
-    @model_validator(mode="after")
-    def _variants_declared(self) -> Config:
-        for name in self.matrix.variants:
-            if name not in self.variants and name != "none":
-                known = ", ".join(sorted(self.variants)) or "none declared"
-                raise ValueError(
-                    f"matrix.variants names {name!r}, which has no [variants.{name}] table "
-                    f"(declared: {known})"
-                )
-        return self
 
 
 def load_config(root: Path) -> tuple[Config, dict[Any, int]]:

@@ -149,7 +149,7 @@ def problems_from(
             line = line_of(lines, loc, key=True)
         else:
             message = _expectation(err)
-            line = line_of(lines, loc, key=kind == "missing")
+            line = line_of(lines, loc, key=True)
         problems.append(Problem(path, line, field_name, message))
     return problems
 

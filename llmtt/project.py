@@ -64,8 +64,19 @@ class Project:
 def load_project(root: Path) -> Project:
     """Load and cross-check a whole project, reporting every problem found, not just the first."""
     root = root.resolve()
-    config, _ = load_config(root)
+    config, config_lines = load_config(root)
     problems: list[Problem] = []
+    for name in config.matrix.variants:
+        if name not in config.variants and name != "none":
+            problems.append(
+                Problem(
+                    root / "llmtt.toml",
+                    line_of(config_lines, ("matrix", "variants")),
+                    "matrix.variants",
+                    f"names {name!r}, which has no [variants.{name}] table "
+                    f"(declared: {', '.join(sorted(config.variants)) or 'none'})",
+                )
+            )
     scenarios: list[LoadedScenario] = []
     scenario_dir = root / config.paths.scenarios
     if not scenario_dir.is_dir():

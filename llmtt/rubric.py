@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from llmtt.config import Strict
 from llmtt.errors import ConfigError
@@ -43,17 +43,18 @@ class Rubric(Strict):
     criteria: list[Criterion] = Field(min_length=1)
     output: RubricOutput = Field(default_factory=RubricOutput)
 
-    @model_validator(mode="after")
-    def _weights_and_ids(self) -> Rubric:
+    @field_validator("criteria")
+    @classmethod
+    def _weights_and_ids(cls, criteria: list[Criterion]) -> list[Criterion]:
         seen: set[str] = set()
-        for criterion in self.criteria:
+        for criterion in criteria:
             if criterion.id in seen:
                 raise ValueError(f"criterion id {criterion.id!r} appears more than once")
             seen.add(criterion.id)
-        total = sum(c.weight for c in self.criteria)
-        if abs(total - 1.0) > 0.01:
+        total = sum(c.weight for c in criteria)
+        if criteria and abs(total - 1.0) > 0.01:
             raise ValueError(f"criteria weights must sum to 1 (+/- 0.01), they sum to {total:g}")
-        return self
+        return criteria
 
 
 def load_rubric(path: Path) -> Rubric:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from llmtt.events import EventWriter, read_events
 from llmtt.errors import LlmttError
+from llmtt.events import EventWriter, read_events
 from llmtt.shell import run_shell
 from llmtt.workspace import prepare, run_setup
 
@@ -27,7 +27,9 @@ def test_run_shell_captures_and_times_out(tmp_path: Path) -> None:
 
 def test_background_process_does_not_hold_the_command(tmp_path: Path) -> None:
     started = time.monotonic()
-    result = run_shell("sleep 60 & echo $! > pid; echo done", cwd=tmp_path, env=ENV, timeout_secs=10)
+    result = run_shell(
+        "sleep 60 & echo $! > pid; echo done", cwd=tmp_path, env=ENV, timeout_secs=10
+    )
     assert result.ok and time.monotonic() - started < 3
     pid = int((tmp_path / "pid").read_text())
     time.sleep(0.2)

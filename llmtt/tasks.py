@@ -121,9 +121,11 @@ def _selection() -> Selection:
         tiers = tuple(int(t) for t in names("tier"))
         repeats_var = get_var("repeats", None)
         repeats = int(repeats_var) if repeats_var else None
+        if repeats is not None and repeats < 1:
+            raise ValueError(repeats)
     except ValueError:
         raise LlmttError(
-            "tier= and repeats= take whole numbers (e.g. tier=1,2 repeats=3)"
+            "tier= takes whole numbers and repeats= a whole number >= 1 (e.g. tier=1,2 repeats=3)"
         ) from None
     return Selection(
         scenarios=names("scenario"),

@@ -232,3 +232,11 @@ def test_broken_template_override_is_a_clear_error_without_traceback(project: Pr
     result = project.doit("run", "scenario=beta")
     assert "'no_such_variable' is undefined" in result.out + result.err
     assert "Traceback" not in result.out + result.err
+
+
+@pytest.mark.parametrize("variable", ["repeats=0", "repeats=many", "tier=one"])
+def test_bad_doit_variables_are_clear_errors(project: Project, variable: str) -> None:
+    two_scenarios(project)
+    result = project.doit("list", variable)
+    assert result.code == 2
+    assert "repeats= a whole number >= 1" in result.err and "Traceback" not in result.err

@@ -61,8 +61,8 @@ def render(project: Project, name: str, **context: Any) -> str:
         raise LlmttError(f"{source}: template error: {exc}") from None
 
 
-def render_evaluation(project: Project, run: Run) -> None:
-    """Write the run's `evaluation.md` from its artifacts."""
+def render_evaluation(project: Project, run: Run) -> tuple[str, str]:
+    """Write the run's `evaluation.md` from its artifacts; return its outcome and reason."""
     info = read_json(run.dir / "run.json")
     metrics = read_json(run.dir / "metrics.json")
     gates = read_json(run.dir / "gates.json")["gates"]
@@ -79,6 +79,7 @@ def render_evaluation(project: Project, run: Run) -> None:
         target=run.target,
     )
     write_text(run.dir / "evaluation.md", Redactor(run.target.env)(text))
+    return str(metrics["outcome"]), str(metrics["outcome_reason"])
 
 
 def _commands(path: Path) -> list[dict[str, Any]]:

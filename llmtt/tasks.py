@@ -271,8 +271,8 @@ def _agent_action(run: Run) -> dict[str, Any]:
 
     record = execute_run(PLAN.project, run)
     if record["status"] == "error":
-        # Carried on to evaluate and aggregate so the report shows it; stays pending (KeyCheck).
-        print(f"llmtt: {run.run_id}: could not be carried out: {record['error']}", file=sys.stderr)
+        # Carried on to evaluate, report (which fails the run with the reason) and aggregate,
+        # so the reports show it; KeyCheck keeps the agent layer pending.
         return {"status": "error", "error": record["error"]}
     return {"status": record["status"]}
 
@@ -287,10 +287,15 @@ def _evaluate_action(run: Run) -> None:
 
 
 @_guarded
-def _report_action(run: Run) -> None:
+def _report_action(run: Run) -> TaskFailed | None:
     from llmtt.report import render_evaluation
 
-    render_evaluation(PLAN.project, run)
+    outcome, reason = render_evaluation(PLAN.project, run)
+    if outcome == "error":
+        # The run's last layer fails, so `doit run <run>` exits non-zero too; the aggregate,
+        # which needs only the evaluation, still reports it.
+        return TaskFailed(f"{run.run_id}: {reason}")
+    return None
 
 
 @_guarded

@@ -145,6 +145,9 @@ def test_fail_is_a_result_and_setup_error_is_a_task_error_that_stays_pending(
     again = project.doit("run")
     assert "broken/oracle/r1:agent" in again.executed()
     assert "fails/oracle/r1:agent" not in again.executed()
+    alone = project.doit("run", "broken/oracle/r1")  # selected by name, without the aggregate
+    assert alone.code != 0 and "exit 7" in alone.out + alone.err
+    assert "Traceback" not in alone.out + alone.err
 
 
 def test_parallel_run_and_selection_variables(project: Project) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -64,12 +64,28 @@ class TargetSpec(Strict):
 
 
 class AgentSettings(Strict):
-    """Settings of one agent (`[agents.<name>]`)."""
+    """Settings of one agent (`[agents.<name>]`).
 
-    executable: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
-    args: list[str] = Field(default_factory=list)
-    timeout_secs: float | None = Field(None, gt=0)
+    For a built-in agent all are optional. A table with `command` describes another agent CLI
+    (the `command` agent): its argv template may use {prompt}, {model} and {workspace}.
+    """
+
+    executable: str | None = Field(
+        None, description="Path of the agent's binary (relative to the project), else PATH."
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Variables set for the agent.")
+    pass_env: list[str] = Field(
+        default_factory=list,
+        description="Names of variables passed through from your environment (e.g. API keys).",
+    )
+    args: list[str] = Field(default_factory=list, description="Extra arguments for the agent.")
+    command: list[str] | None = Field(
+        None, description="argv template of a `command` agent: {prompt}, {model}, {workspace}."
+    )
+    parser: Literal["claude-code", "opencode", "codex"] | None = Field(
+        None, description="How to read a `command` agent's JSON lines; none: transcript only."
+    )
+    version_command: str | None = Field(None, description="How to ask a `command` agent's version.")
 
 
 class MatrixSpec(Strict):

@@ -80,6 +80,7 @@ class Complete(_Event):
     duration_secs: float
     timed_out: bool = False
     natural_stop: bool | None = None
+    turns: int | None = None  # model turns, when the agent reports them
 
 
 Event = Annotated[

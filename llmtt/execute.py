@@ -14,16 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from llmtt import __version__
-from llmtt.agents.base import AgentExit, RunContext
-from llmtt.agents.registry import agent_class
+from llmtt.agents.base import Agent, AgentExit, RunContext
+from llmtt.agents.registry import make_agent
 from llmtt.atomic import write_json
-from llmtt.config import AgentSettings
 from llmtt.events import EventWriter
 from llmtt.plan import Run
 from llmtt.project import Project
+from llmtt.scripted import ScriptedServer
 from llmtt.workspace import prepare, run_setup
 
 RUN_FORMAT = 1
+SCRIPTED = "scripted"
 AGENT_ARTIFACTS = ("run.json", "events.jsonl", "transcript.raw.txt")
 
 
@@ -53,7 +54,8 @@ def execute_run(project: Project, run: Run) -> dict[str, Any]:
         },
         "started_at": started_at,
     }
-    outcome = _run_agent(project, run)
+    agent = make_agent(project, run.agent)
+    outcome = _run_agent(project, run, agent)
     record.update(
         {
             "finished_at": _now(),
@@ -66,22 +68,25 @@ def execute_run(project: Project, run: Run) -> dict[str, Any]:
             "timed_out": outcome.timed_out,
             "natural_stop": outcome.natural_stop,
             "error": outcome.error,
-            "free": agent_class(run.agent).free,
-            "structured_events": agent_class(run.agent).structured_events,
+            "free": agent.free or run.model == SCRIPTED,
+            "structured_events": agent.structured_events,
         }
     )
     write_json(run.dir / "run.json", record)
     return record
 
 
-def _run_agent(project: Project, run: Run) -> AgentExit:
+def _run_agent(project: Project, run: Run, agent: Agent) -> AgentExit:
     if run.target_version.startswith("error:"):
         return _error(f"target version probe {run.target_version.removeprefix('error: ')}")
-    settings = project.config.agents.get(run.agent) or AgentSettings()
-    agent = agent_class(run.agent)(settings)
-    missing = agent.unavailable()
+    missing = agent.unavailable(run.model)
     if missing:
         return _error(missing)
+    if not agent.free and run.model != SCRIPTED and os.environ.get("LLMTT_ENABLED") != "1":
+        return _error(
+            f"{run.agent} with model {run.model!r} can spend money; set LLMTT_ENABLED=1 to allow "
+            f"paid runs (model=scripted rehearses for free)"
+        )
     variant_files = {}
     if run.variant:
         for dest, src in project.config.variants[run.variant].files.items():
@@ -101,10 +106,19 @@ def _run_agent(project: Project, run: Run) -> AgentExit:
             f"setup command `{failed.command}` failed ({failed.describe()})"
             + (f": {output[-2000:]}" if output else "")
         )
-    return _launch(run, agent, ws.workspace, ws.home, {**env, **settings.env})
+    env.update(agent.settings.env)
+    if run.model == SCRIPTED and agent.needs_model:
+        # The scripted model lives exactly as long as the run that needs it.
+        log = run.dir / "scripted.log"
+        log.unlink(missing_ok=True)
+        with ScriptedServer(run.scenario.spec.solution, log=log) as server:
+            return _launch(run, agent, ws.workspace, ws.home, env, server.url)
+    return _launch(run, agent, ws.workspace, ws.home, env, None)
 
 
-def _launch(run: Run, agent: Any, workspace: Path, home: Path, env: dict[str, str]) -> AgentExit:
+def _launch(
+    run: Run, agent: Agent, workspace: Path, home: Path, env: dict[str, str], url: str | None
+) -> AgentExit:
     events_part = run.dir / "events.jsonl.part"
     transcript_part = run.dir / "transcript.raw.txt.part"
     with open(events_part, "w", encoding="utf-8") as events, open(transcript_part, "wb") as raw:
@@ -120,8 +134,9 @@ def _launch(run: Run, agent: Any, workspace: Path, home: Path, env: dict[str, st
             max_turns=run.max_turns,
             transcript=raw,
             events=EventWriter(events),
+            model_url=url,
         )
-        result: AgentExit = agent.run(ctx)
+        result = agent.run(ctx)
     os.replace(events_part, run.dir / "events.jsonl")
     os.replace(transcript_part, run.dir / "transcript.raw.txt")
     return result

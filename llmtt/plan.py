@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmtt import __version__
-from llmtt.agents.registry import agent_class
-from llmtt.config import AgentSettings, TargetSpec
+from llmtt.agents.registry import make_agent
+from llmtt.config import TargetSpec
 from llmtt.errors import ConfigError
 from llmtt.hashing import hash_file, hash_tree, hash_value
 from llmtt.project import Project
 from llmtt.scenario import LoadedScenario
-from llmtt.targets import TargetVersions
+from llmtt.versions import Versions
 
 Key = dict[str, str]
 
@@ -93,7 +93,7 @@ def _safe(part: str) -> str:
 
 def build_plan(project: Project, selection: Selection) -> Plan:
     """Expand the project's matrix (with the selection's overrides and filters) into runs."""
-    versions = TargetVersions(project.results_dir / ".llmtt-cache" / "versions.json", project.root)
+    versions = Versions(project.results_dir / ".llmtt-cache" / "versions.json", project.root)
     agents: dict[str, tuple[str, str]] = {}  # name -> (version, key part)
     variants: dict[str | None, str] = {}
     fixtures: dict[Path, str] = {}  # each fixture hashed once per plan, not once per run
@@ -103,7 +103,7 @@ def build_plan(project: Project, selection: Selection) -> Plan:
         if not _selected(scenario, selection):
             continue
         target = project.target_for(scenario)
-        version = versions.get(target)
+        version = versions.target(target)
         fixture = scenario.fixture_dir
         if fixture is not None and fixture not in fixtures:
             fixtures[fixture] = hash_tree(fixture)
@@ -112,7 +112,7 @@ def build_plan(project: Project, selection: Selection) -> Plan:
         for axes in _axes(project, scenario, selection):
             agent, _, variant, _ = axes
             if agent not in agents:
-                agents[agent] = _agent_parts(project, agent)
+                agents[agent] = _agent_parts(project, agent, versions)
             if variant not in variants:
                 variants[variant] = _variant_key(project, variant)
             runs.append(
@@ -160,9 +160,9 @@ def _axes(
     )
     out: list[tuple[str, str | None, str | None, int]] = []
     for agent in agents:
-        cls = agent_class(agent)
-        agent_models: Sequence[str | None] = models if cls.needs_model else [None]
-        if cls.needs_model and not agent_models:
+        needs_model = make_agent(project, agent).needs_model
+        agent_models: Sequence[str | None] = models if needs_model else [None]
+        if needs_model and not agent_models:
             raise ConfigError.one(
                 project.root / "llmtt.toml",
                 f"agent {agent!r} needs a model: set [matrix] models, or run with model=NAME",
@@ -270,11 +270,11 @@ def _make_run(
     )
 
 
-def _agent_parts(project: Project, agent: str) -> tuple[str, str]:
+def _agent_parts(project: Project, name: str, versions: Versions) -> tuple[str, str]:
     """The agent's version and its key part (name, version, settings)."""
-    settings = project.config.agents.get(agent)
-    version = agent_class(agent)(settings or AgentSettings()).version()
-    return version, hash_value([agent, version, settings.model_dump() if settings else None])
+    settings = project.config.agents.get(name)
+    version = make_agent(project, name).version(versions.probe)
+    return version, hash_value([name, version, settings.model_dump() if settings else None])
 
 
 def _variant_key(project: Project, variant: str | None) -> str:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, ClassVar
+from typing import BinaryIO
 
 from llmtt.config import AgentSettings
 from llmtt.events import EventWriter
@@ -27,6 +28,7 @@ class RunContext:
     max_turns: int
     transcript: BinaryIO
     events: EventWriter
+    model_url: str | None = None  # base URL of the scripted model server, when model=scripted
 
 
 @dataclass(frozen=True)
@@ -40,23 +42,27 @@ class AgentExit:
     error: str | None = None
 
 
+VersionProbe = Callable[[str, str | None, Mapping[str, str]], str]
+
+
 class Agent(ABC):
     """Base of all agents; subclasses implement `run` and may override the policies."""
 
-    name: ClassVar[str]
-    needs_model: ClassVar[bool] = True
-    free: ClassVar[bool] = False
-    structured_events: ClassVar[bool] = True
+    name: str
+    needs_model: bool = True
+    free: bool = False
+    structured_events: bool = True
 
-    def __init__(self, settings: AgentSettings) -> None:
+    def __init__(self, settings: AgentSettings, project_root: Path) -> None:
         self.settings = settings
+        self.project_root = project_root
 
-    def version(self) -> str:
-        """The agent's version; part of the run key."""
+    def version(self, probe: VersionProbe) -> str:
+        """The agent's version (part of the run key), asked through `probe` (cached)."""
         return "unknown"
 
-    def unavailable(self) -> str | None:
-        """Why this agent cannot run here (what to install or set), or None when it can."""
+    def unavailable(self, model: str | None) -> str | None:
+        """Why this agent cannot run here with `model` (what to install or set), or None."""
         return None
 
     @abstractmethod

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import time
-from typing import ClassVar
 
-from llmtt.agents.base import Agent, AgentExit, RunContext
+from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
 
 
 class OracleAgent(Agent):
     """Runs every `solution` command in order through the PTY runner, also after a failure."""
 
-    name: ClassVar[str] = "oracle"
-    needs_model: ClassVar[bool] = False
-    free: ClassVar[bool] = True
+    name = "oracle"
+    needs_model = False
+    free = True
 
-    def version(self) -> str:
+    def version(self, probe: VersionProbe) -> str:
         """Bumped when the oracle's behaviour changes."""
         return "oracle-1"
 

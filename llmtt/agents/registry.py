@@ -6,7 +6,9 @@ from functools import lru_cache
 from importlib.metadata import entry_points
 
 from llmtt.agents.base import Agent
+from llmtt.config import AgentSettings
 from llmtt.errors import LlmttError
+from llmtt.project import Project
 
 GROUP = "llmtt.agents"
 
@@ -30,3 +32,20 @@ def agent_class(name: str) -> type[Agent]:
             raise LlmttError(f"entry point {name} = {ep.value} is not an llmtt Agent class")
         return cls
     raise LlmttError(f"unknown agent {name!r}; installed agents: {', '.join(agent_names())}")
+
+
+def make_agent(project: Project, name: str) -> Agent:
+    """The agent called `name`: a registered one, or a `command` agent from llmtt.toml."""
+    settings = project.config.agents.get(name) or AgentSettings()
+    if settings.command is not None:
+        from llmtt.agents.command import CommandAgent
+
+        return CommandAgent(name, settings, project.root)
+    try:
+        cls = agent_class(name)
+    except LlmttError:
+        raise LlmttError(
+            f"unknown agent {name!r}; installed agents: {', '.join(agent_names())}, "
+            f"or describe it in llmtt.toml as [agents.{name}] with command = [...]"
+        ) from None
+    return cls(settings, project.root)

@@ -144,7 +144,8 @@ def _run_totals(events: Sequence[Event], *, free: bool) -> dict[str, Any]:
         cost = 0.0 if free and not usages else None
     return {
         "completed": bool(complete and complete.exit_code == 0 and not complete.timed_out),
-        "turns": len(usages),
+        # The agent's own count when it gives one (one usage event may hold a run's totals).
+        "turns": complete.turns if complete and complete.turns is not None else len(usages),
         "tool_calls": len(calls),
         "tool_calls_ok": sum(1 for r in results if r.exit_code == 0),
         "tool_calls_error": sum(1 for r in results if r.exit_code not in (0, None)),

@@ -1,8 +1,8 @@
-"""The target's version (`version_command`), part of every run key.
+"""Versions of targets (`version_command`) and agent CLIs (`--version`): part of every run key.
 
-Probing once per invocation is the rule; the result is also kept in a small cache keyed by the
+Probing once per invocation is the rule; results are also kept in a small cache keyed by the
 resolved binary's path, size and modification time, so `doit list` does not pay for starting
-slow tools (a Python CLI takes ~0.3 s) when nothing about the binary changed.
+slow tools (a Python CLI takes ~0.3 s, an agent CLI more) when nothing about the binary changed.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from llmtt.atomic import write_json
@@ -21,8 +22,8 @@ from llmtt.workspace import tool_path
 VERSION_TIMEOUT_SECS = 20.0
 
 
-class TargetVersions:
-    """Version strings of targets, probed at most once per process."""
+class Versions:
+    """Version strings, probed at most once per process and cached per binary."""
 
     def __init__(self, cache_file: Path, cwd: Path) -> None:
         self._file = cache_file
@@ -34,16 +35,20 @@ class TargetVersions:
         except (OSError, ValueError):
             self._cache = {}
 
-    def get(self, target: TargetSpec) -> str:
+    def target(self, target: TargetSpec) -> str:
         """The output of the target's version command, or why it failed."""
         if not target.version_command:
             return "unversioned"
-        key = self._cache_key(target)
+        return self.probe(target.version_command, target.binary, target.env)
+
+    def probe(self, command: str, binary: str | None, env: Mapping[str, str]) -> str:
+        """The output of `command` (run with `env`), or `error: ...` saying why it failed."""
+        key = self._cache_key(command, binary, env)
         if key in self._seen:
             return self._seen[key]
         version = self._cache.get(key) if key.startswith("bin:") else None
         if version is None:
-            version = self._probe(target)
+            version = self._run(command, env)
             if key.startswith("bin:") and not version.startswith("error:"):
                 self._cache[key] = version
                 self._dirty = True
@@ -56,23 +61,18 @@ class TargetVersions:
             write_json(self._file, self._cache)
             self._dirty = False
 
-    def _cache_key(self, target: TargetSpec) -> str:
-        resolved = shutil.which(target.binary, path=tool_path()) if target.binary else None
+    def _cache_key(self, command: str, binary: str | None, env: Mapping[str, str]) -> str:
+        resolved = shutil.which(binary, path=tool_path()) if binary else None
         if resolved is None:
-            return "cmd:" + hash_value([target.version_command, target.env])
+            return "cmd:" + hash_value([command, dict(env)])
         info = os.stat(resolved)
-        return "bin:" + hash_value(
-            [target.version_command, target.env, resolved, info.st_size, info.st_mtime_ns]
-        )
+        return "bin:" + hash_value([command, dict(env), resolved, info.st_size, info.st_mtime_ns])
 
-    def _probe(self, target: TargetSpec) -> str:
-        env = {"PATH": tool_path(), "HOME": os.environ.get("HOME", "/"), "LC_ALL": "C.UTF-8"}
-        env.update(target.env)
-        assert target.version_command is not None
-        result = run_shell(
-            target.version_command, cwd=self._cwd, env=env, timeout_secs=VERSION_TIMEOUT_SECS
-        )
+    def _run(self, command: str, env: Mapping[str, str]) -> str:
+        full = {"PATH": tool_path(), "HOME": os.environ.get("HOME", "/"), "LC_ALL": "C.UTF-8"}
+        full.update(env)
+        result = run_shell(command, cwd=self._cwd, env=full, timeout_secs=VERSION_TIMEOUT_SECS)
         if not result.ok:
             detail = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]
-            return f"error: `{target.version_command}` failed ({result.describe()}): {detail[0]}"
+            return f"error: `{command}` failed ({result.describe()}): {detail[0]}"
         return result.stdout.strip() or result.stderr.strip() or "empty"

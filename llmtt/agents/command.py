@@ -1,0 +1,89 @@
+"""The `command` agent: any other agent CLI, described in llmtt.toml.
+
+    [agents.my-agent]
+    command = ["my-agent", "--model", "{model}", "--prompt", "{prompt}"]
+    parser = "claude-code"     # optional: read its JSON lines like that CLI's; else transcript
+
+Without a parser there are no structured events: layer 1 falls back to finding target
+commands in the transcript with `command_pattern` (exit codes then stay unknown).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from llmtt.agents.base import RunContext, VersionProbe
+from llmtt.agents.cli import SCRIPTED, CliAgent, StreamParser
+from llmtt.config import AgentSettings
+
+
+class _TranscriptOnly(StreamParser):
+    """No structured stream: lines are kept as output only."""
+
+    def handle(self, obj: dict[str, Any]) -> None:
+        """JSON that no parser was chosen for is plain output."""
+        self.events.emit("output", text=str(obj)[:2000])
+
+    def line(self, text: str) -> None:
+        """Nothing to parse; the transcript keeps everything."""
+
+
+class CommandAgent(CliAgent):
+    """An agent CLI launched from a command template."""
+
+    package = "the agent's own package"
+
+    def __init__(self, name: str, settings: AgentSettings, project_root: Path) -> None:
+        super().__init__(settings, project_root)
+        assert settings.command is not None
+        self.name = name
+        self.template = settings.command
+        self.executable_name = settings.command[0]
+        self.needs_model = any("{model}" in part for part in settings.command)
+        self.structured_events = settings.parser is not None
+
+    def version(self, probe: VersionProbe) -> str:
+        """Its `version_command`, if one is configured."""
+        if not self.settings.version_command:
+            return "unversioned"
+        return probe(self.settings.version_command, self.executable(), {})
+
+    def unavailable(self, model: str | None) -> str | None:
+        """Only the binary is checked: llmtt cannot know what a custom agent needs."""
+        if self.executable() is None:
+            return (
+                f"{self.name}: {self.template[0]!r} (the first word of [agents.{self.name}] "
+                f"command) is not an executable on PATH; install it or give its path"
+            )
+        return None
+
+    def command(self, ctx: RunContext, exe: str) -> tuple[list[str], dict[str, str]]:
+        """The template with {prompt}, {model} and {workspace} filled in."""
+        values = {"prompt": ctx.prompt, "model": ctx.model or "", "workspace": str(ctx.workspace)}
+        argv = [exe] + [_fill(part, values) for part in self.template[1:]]
+        env = {"LLMTT_MODEL_URL": ctx.model_url} if ctx.model == SCRIPTED and ctx.model_url else {}
+        return argv, env
+
+    def parser(self, ctx: RunContext) -> StreamParser:
+        """The chosen CLI's stream reader, or none."""
+        scripted = ctx.model == SCRIPTED
+        if self.settings.parser == "claude-code":
+            from llmtt.agents.claude_code import ClaudeStream
+
+            return ClaudeStream(ctx.events, scripted=scripted)
+        if self.settings.parser == "opencode":
+            from llmtt.agents.opencode import OpencodeStream
+
+            return OpencodeStream(ctx.events, scripted=scripted)
+        if self.settings.parser == "codex":
+            from llmtt.agents.codex import CodexStream
+
+            return CodexStream(ctx.events, scripted=scripted, model=ctx.model)
+        return _TranscriptOnly(ctx.events, scripted=scripted)
+
+
+def _fill(part: str, values: dict[str, str]) -> str:
+    for name, value in values.items():
+        part = part.replace("{" + name + "}", value)
+    return part

@@ -1,0 +1,129 @@
+"""The real, pinned agent CLIs driven by `doit run agent=A model=scripted` against llmtt's
+scripted model server on 127.0.0.1: events and every interaction metric asserted exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import GIT_TOML, Project
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = ROOT / "node_modules" / ".bin"
+AGENTS = ("claude-code", "opencode", "codex")
+EXECUTABLES = {"claude-code": "claude", "opencode": "opencode", "codex": "codex"}
+
+SOLUTION = [
+    "git --help",
+    "git init -q .",
+    "git comit -m first",  # not a git command: exit 1
+    "git commit -q -m first",  # nothing added yet: exit 1
+    "echo a > a.txt",  # not a target command
+    "git add a.txt",
+    "git commit -q -m first",  # retry after the failed commit, and a repeat
+    "git log --oneline",
+]
+EXIT_CODES = [0, 0, 1, 1, 0, 0, 0, 0]
+
+# What the scripted session implies, by DESIGN.md's definitions.
+EXPECTED: dict[str, Any] = {
+    "total_commands": 7,
+    "unique_commands": 6,
+    "error_count": 2,
+    "unknown_exit_count": 0,
+    "retry_count": 1,
+    "retry_rate": round(1 / 7, 6),
+    "retries_after_failure": 1,
+    "help_invocations": 1,
+    "first_try_success_rate": round(4 / 7, 6),
+    "iteration_ratio": round(6 / 7, 6),
+    "error_rate": round(2 / 7, 6),
+    "completed": True,
+    "turns": 9,  # eight tool calls, one per turn, and a final answer
+    "tool_calls": 8,
+    "tool_calls_ok": 6,
+    "tool_calls_error": 2,
+    "input_tokens": sum(1000 + 100 * turn for turn in range(9)),  # the server's fixed counts
+    "output_tokens": 8 * 20 + 10,
+    "cost_usd": 0.0,  # the scripted model costs nothing, whatever the client computes
+    "natural_stop": True,
+    "by_subcommand": {
+        "(none)": {"count": 1, "errors": 0, "help": 1},
+        "add": {"count": 1, "errors": 0, "help": 0},
+        "comit": {"count": 1, "errors": 1, "help": 0},
+        "commit": {"count": 2, "errors": 1, "help": 0},
+        "init": {"count": 1, "errors": 0, "help": 0},
+        "log": {"count": 1, "errors": 0, "help": 0},
+    },
+    "outcome": "pass",
+    "source": "events",
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Project:
+    for name in EXECUTABLES.values():
+        assert (BIN / name).exists(), f"{BIN / name} missing: run ./scripts/setup (npm install)"
+    project = Project(tmp_path_factory.mktemp("clis") / "proj")
+    agents = "".join(f'\n[agents.{a}]\nexecutable = "{BIN / e}"\n' for a, e in EXECUTABLES.items())
+    project.write("llmtt.toml", GIT_TOML + agents)
+    solution = "".join(f"\n  - {json.dumps(c)}" for c in SOLUTION)
+    project.write(
+        "scenarios/git-basics.yaml",
+        "task:\n  prompt: Make this folder a git repository with one commit of a.txt.\n"
+        f"solution:{solution}\n"
+        "run: {timeout_secs: 120}\n"
+        "evaluation:\n  gates:\n"
+        "    - {type: command_output_contains, command: git log --format=%s, substring: first}\n"
+        "    - {type: file_exists, path: a.txt}\n",
+    )
+    result = project.doit("run", "-n", "3", f"agent={','.join(AGENTS)}", "model=scripted")
+    assert result.code == 0, result.out + result.err
+    return project
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_every_metric_equals_the_scripted_session(runs: Project, agent: str) -> None:
+    metrics = runs.json(f"git-basics/{agent}-scripted/r1/metrics.json")
+    assert {k: metrics[k] for k in EXPECTED} == EXPECTED
+    assert metrics["duration_secs"] > 0
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_events_carry_the_commands_and_real_exit_codes(runs: Project, agent: str) -> None:
+    lines = (runs.results() / f"git-basics/{agent}-scripted/r1/events.jsonl").read_text().splitlines()
+    events = [json.loads(line) for line in lines]
+    calls = [e for e in events if e["event"] == "tool_call"]
+    results = {e["id"]: e for e in events if e["event"] == "tool_result"}
+    assert [c["command"] for c in calls] == SOLUTION
+    assert [results[c["id"]]["exit_code"] for c in calls] == EXIT_CODES
+    assert "not a git command" in results[calls[2]["id"]]["output"]
+    assert events[0]["event"] == "spawn"
+    complete = events[-1]
+    assert complete["event"] == "complete" and complete["exit_code"] == 0
+    assert complete["timed_out"] is False and complete["natural_stop"] is True
+    messages = [e["text"] for e in events if e["event"] == "message"]
+    assert messages[-1] == "Done: every step of the task has been carried out."
+    usage = [e for e in events if e["event"] == "usage"]
+    assert all(u["cost_usd"] == 0.0 for u in usage)
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_run_record_scripted_log_and_isolation(runs: Project, agent: str) -> None:
+    run_dir = runs.results() / f"git-basics/{agent}-scripted/r1"
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "completed" and record["model"] == "scripted"
+    assert record["versions"]["agent"] != "not installed"
+    log = [json.loads(line) for line in (run_dir / "scripted.log").read_text().splitlines()]
+    tool_turns = [entry for entry in log if entry["tools"]]
+    assert [entry["command"] for entry in tool_turns][: len(SOLUTION)] == SOLUTION
+    assert (run_dir / "workspace" / ".git").is_dir()  # the agent worked in the run's workspace
+    home = run_dir / "home"
+    assert home.is_dir()  # its HOME was the run's own folder, not the user's
+
+
+def test_second_run_executes_nothing(runs: Project) -> None:
+    again = runs.doit("run", f"agent={','.join(AGENTS)}", "model=scripted")
+    assert again.code == 0 and again.executed() == []

@@ -20,10 +20,18 @@ def main(argv: list[str] | None = None) -> int:
     schema.add_argument(
         "--out", type=Path, default=Path("schemas"), help="folder (default: schemas)"
     )
+    server = sub.add_parser(
+        "scripted-server", help="serve the scripted model for a scenario's solution, by hand"
+    )
+    server.add_argument("scenario", type=Path, help="scenario file whose `solution` to play")
+    server.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    server.add_argument("--log", type=Path, help="append each request to this JSON-lines file")
     args = parser.parse_args(argv)
     try:
         if args.command == "validate":
             return _validate(args.project)
+        if args.command == "scripted-server":
+            return _scripted_server(args.scenario, args.port, args.log)
         return _schema(args.out)
     except LlmttError as exc:
         print(f"llmtt: {exc}", file=sys.stderr)
@@ -42,6 +50,25 @@ def _validate(root: Path) -> int:
         f"ok: {root / 'llmtt.toml'}, {len(project.scenarios)} scenarios, "
         f"{len(project.rubrics)} rubrics, {len(plan.runs)} runs planned"
     )
+    return 0
+
+
+def _scripted_server(scenario: Path, port: int, log: Path | None) -> int:
+    import threading
+
+    from llmtt.scenario import load_scenario
+    from llmtt.scripted import ScriptedServer
+
+    spec = load_scenario(scenario).spec
+    with ScriptedServer(spec.solution, log=log, port=port) as server:
+        print(f"scripted model for {scenario} ({len(spec.solution)} commands) on {server.url}")
+        print(f"  claude-code: ANTHROPIC_BASE_URL={server.url} ANTHROPIC_API_KEY=scripted")
+        print(f"  OpenAI-compatible clients: base URL {server.url}/v1, model scripted")
+        print("Ctrl-C stops it.", flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
     return 0
 
 

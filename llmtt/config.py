@@ -86,6 +86,11 @@ class AgentSettings(Strict):
         None, description="How to read a `command` agent's JSON lines; none: transcript only."
     )
     version_command: str | None = Field(None, description="How to ask a `command` agent's version.")
+    free: bool = Field(
+        False,
+        description="A `command` agent that cannot spend money (e.g. a local model): it then "
+        "runs without LLMTT_ENABLED=1.",
+    )
 
 
 class MatrixSpec(Strict):

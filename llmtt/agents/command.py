@@ -42,6 +42,7 @@ class CommandAgent(CliAgent):
         self.executable_name = settings.command[0]
         self.needs_model = any("{model}" in part for part in settings.command)
         self.structured_events = settings.parser is not None
+        self.free = settings.free
 
     def version(self, probe: VersionProbe) -> str:
         """Its `version_command`, if one is configured."""

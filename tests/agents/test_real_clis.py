@@ -93,7 +93,9 @@ def test_every_metric_equals_the_scripted_session(runs: Project, agent: str) -> 
 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_events_carry_the_commands_and_real_exit_codes(runs: Project, agent: str) -> None:
-    lines = (runs.results() / f"git-basics/{agent}-scripted/r1/events.jsonl").read_text().splitlines()
+    lines = (
+        (runs.results() / f"git-basics/{agent}-scripted/r1/events.jsonl").read_text().splitlines()
+    )
     events = [json.loads(line) for line in lines]
     calls = [e for e in events if e["event"] == "tool_call"]
     results = {e["id"]: e for e in events if e["event"] == "tool_result"}

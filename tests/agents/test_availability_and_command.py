@@ -1,0 +1,107 @@
+"""Missing agents, missing keys and the money switch fail fast with what to do; the `command`
+agent runs any CLI; a timed-out agent leaves nothing behind, not even a setsid grandchild."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import GIT_TOML, Project
+
+SCENARIO = """\
+task: {prompt: Make a repository.}
+run: {timeout_secs: 30}
+solution: [git init -q .]
+evaluation:
+  gates:
+    - {type: file_exists, path: .git/HEAD}
+"""
+
+
+def setup_project(project: Project, agents: str = "") -> None:
+    project.write("llmtt.toml", GIT_TOML + agents)
+    project.write("scenarios/s.yaml", SCENARIO)
+
+
+def test_missing_agent_binary_fails_fast_with_install_hint(project: Project) -> None:
+    setup_project(project, '\n[agents.claude-code]\nexecutable = "nowhere/claude"\n')
+    started = time.monotonic()
+    result = project.doit("run", "agent=claude-code", "model=scripted")
+    assert time.monotonic() - started < 20
+    assert result.code != 0
+    text = result.out + result.err
+    assert "[agents.claude-code] executable 'nowhere/claude' is not an executable file" in text
+    assert "Traceback" not in text
+    assert (
+        json.loads((project.results() / "s/claude-code-scripted/r1/run.json").read_text())["status"]
+        == "error"
+    )
+
+
+def test_real_model_without_key_says_which_variable(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = Path(__file__).resolve().parents[2]
+    setup_project(project, f'\n[agents.codex]\nexecutable = "{root}/node_modules/.bin/codex"\n')
+    result = project.doit("run", "agent=codex", "model=gpt-5")  # conftest strips LLMTT_* vars
+    text = result.out + result.err
+    assert result.code != 0
+    assert "codex needs OPENAI_API_KEY or CODEX_API_KEY for model 'gpt-5'" in text
+
+
+def test_paid_runs_need_the_switch(project: Project) -> None:
+    setup_project(project, '\n[agents.paid]\ncommand = ["echo", "{model}", "{prompt}"]\n')
+    result = project.doit("run", "agent=paid", "model=some-model")
+    assert result.code != 0
+    assert "can spend money; set LLMTT_ENABLED=1" in result.out + result.err
+
+
+def test_command_agent_without_parser_uses_the_transcript(project: Project, tmp_path: Path) -> None:
+    script = tmp_path / "fake-agent.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        'echo "thinking about: $1"\n'
+        "echo '$ git init -q .'; git init -q .\n"
+        "echo '$ git statuz'; git statuz 2>/dev/null\n"
+        "echo '$ git --help'; git --help > /dev/null\n"
+    )
+    script.chmod(0o755)
+    setup_project(project, f'\n[agents.fake]\ncommand = ["{script}", "{{prompt}}"]\nfree = true\n')
+    result = project.doit("run", "agent=fake")
+    assert result.code == 0, result.out + result.err
+    metrics = project.json("s/fake/r1/metrics.json")
+    assert metrics["source"] == "transcript"
+    assert metrics["total_commands"] == 3
+    assert metrics["unknown_exit_count"] == 3 and metrics["error_count"] == 0
+    assert metrics["help_invocations"] == 1
+    assert metrics["outcome"] == "pass"  # the free-text agent did make the repository
+    assert metrics["cost_usd"] == 0.0  # declared free in llmtt.toml
+
+
+def test_timed_out_agent_leaves_no_process_not_even_a_setsid_grandchild(
+    project: Project, tmp_path: Path
+) -> None:
+    script = tmp_path / "hang.sh"
+    script.write_text("#!/bin/sh\nsetsid sleep 311 &\nsleep 312 &\necho started\nsleep 313\n")
+    script.chmod(0o755)
+    project.write(
+        "llmtt.toml", GIT_TOML + f'\n[agents.hang]\ncommand = ["{script}"]\nfree = true\n'
+    )
+    project.write("scenarios/s.yaml", SCENARIO.replace("timeout_secs: 30", "timeout_secs: 2"))
+    started = time.monotonic()
+    result = project.doit("run", "agent=hang")
+    elapsed = time.monotonic() - started
+    assert result.code == 0, result.out + result.err  # a timeout is a result
+    assert elapsed < 2 + 5 + 5  # killed within 5 s of the timeout (plus doit's own start)
+    record = project.json("s/hang/r1/run.json")
+    assert record["status"] == "timeout"
+    metrics = project.json("s/hang/r1/metrics.json")
+    assert metrics["completed"] is False and metrics["natural_stop"] is False
+    assert "started" in (project.results() / "s/hang/r1/transcript.raw.txt").read_text()
+    survivors = subprocess.run(
+        ["pgrep", "-f", "sleep 31[123]"], capture_output=True, text=True, timeout=10
+    )
+    assert survivors.stdout.strip() == "", "processes outlived the run"

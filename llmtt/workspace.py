@@ -72,6 +72,11 @@ def prepare(run_dir: Path, fixture: Path | None, variant_files: Mapping[str, Pat
         shutil.copyfile(source, target)
     for sub in (".config", ".local/share", ".local/state", ".cache"):
         (ws.home / sub).mkdir(parents=True, exist_ok=True)
+    # Agents that run commands in a login shell (codex: `bash -lc`) get PATH reset by
+    # /etc/profile; the run's own profile puts the tools found beside llmtt back.
+    profile = f'export PATH="{tool_path()}"\n'
+    for name in (".bash_profile", ".profile"):
+        (ws.home / name).write_text(profile)
     return ws
 
 

@@ -35,3 +35,22 @@ def test_example_suite_passes_except_its_negative_control(tmp_path: Path) -> Non
     assert len(gate_types) == 9, gate_types
     assert targets == {"git", "sqlite-utils,"}, targets
     assert project.doit("run").executed() == []
+
+
+def test_example_suite_rehearsed_with_each_real_agent(tmp_path: Path) -> None:
+    copy = tmp_path / "example"
+    copy.mkdir()
+    for name in ("llmtt.toml", "dodo.py"):
+        shutil.copy(ROOT / name, copy / name)
+    shutil.copytree(ROOT / "scenarios", copy / "scenarios")
+    (copy / "node_modules").symlink_to(ROOT / "node_modules")  # the pinned CLIs, as set up
+    project = Project(copy)
+    agents = ("claude-code", "opencode", "codex")
+    result = project.doit("run", "-n", "3", f"agent={','.join(agents)}", "model=scripted")
+    assert result.code == 0, result.out + result.err
+    report = project.json("report.json")
+    assert len(report["runs"]) == 3 * len(list((ROOT / "scenarios").glob("*.yaml")))
+    for run in report["runs"]:
+        expected = "fail" if run["scenario"] == "negative-control-git-tag" else "pass"
+        assert run["outcome"] == expected, (run["run_id"], run["outcome_reason"])
+        assert run["cost_usd"] == 0.0

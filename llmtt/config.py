@@ -91,6 +91,22 @@ class AgentSettings(Strict):
         description="A `command` agent that cannot spend money (e.g. a local model): it then "
         "runs without LLMTT_ENABLED=1.",
     )
+    tool_timeout_secs: float = Field(60, gt=0, description="litellm agent: limit of one command.")
+    max_output_chars: int = Field(
+        8000, gt=0, description="litellm agent: a command's output is cut past this size."
+    )
+    max_retries: int = Field(3, ge=0, description="litellm agent: retries of a provider error.")
+    retry_backoff_secs: float = Field(2.0, ge=0, description="litellm agent: first retry delay.")
+
+
+class ModelSpec(Strict):
+    """How litellm reaches a model (`[models.<name>]`), and its price when litellm has none."""
+
+    litellm: str | None = Field(None, description="litellm's model name; default: the table's name")
+    api_base: str | None = None
+    api_key_env: str | None = Field(None, description="Variable holding the API key.")
+    input_usd_per_mtok: float | None = Field(None, ge=0)
+    output_usd_per_mtok: float | None = Field(None, ge=0)
 
 
 class MatrixSpec(Strict):
@@ -150,6 +166,7 @@ class Config(Strict):
         default_factory=dict, description="Named targets that scenarios pick with `target: NAME`."
     )
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
+    models: dict[str, ModelSpec] = Field(default_factory=dict)
     matrix: MatrixSpec = Field(default_factory=MatrixSpec)
     variants: dict[str, VariantSpec] = Field(default_factory=dict)
     paths: PathsSpec = Field(default_factory=PathsSpec)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,12 @@ from llmtt import __version__
 from llmtt.agents.base import Agent, AgentExit, RunContext
 from llmtt.agents.registry import make_agent
 from llmtt.atomic import write_json
+from llmtt.config import ModelSpec
 from llmtt.events import EventWriter
 from llmtt.plan import Run
 from llmtt.project import Project
 from llmtt.scripted import ScriptedServer
-from llmtt.workspace import prepare, run_setup
+from llmtt.workspace import Workspace, prepare, run_setup
 
 RUN_FORMAT = 1
 SCRIPTED = "scripted"
@@ -107,18 +109,28 @@ def _run_agent(project: Project, run: Run, agent: Agent) -> AgentExit:
             + (f": {output[-2000:]}" if output else "")
         )
     env.update(agent.settings.env)
+    guidance = _guidance(list(variant_files), ws.workspace)
+    launch = _Launch(ws, env, guidance, project.config.models)
     if run.model == SCRIPTED and agent.needs_model:
         # The scripted model lives exactly as long as the run that needs it.
         log = run.dir / "scripted.log"
         log.unlink(missing_ok=True)
         with ScriptedServer(run.scenario.spec.solution, log=log) as server:
-            return _launch(run, agent, ws.workspace, ws.home, env, server.url)
-    return _launch(run, agent, ws.workspace, ws.home, env, None)
+            return _launch(run, agent, launch, server.url)
+    return _launch(run, agent, launch, None)
 
 
-def _launch(
-    run: Run, agent: Agent, workspace: Path, home: Path, env: dict[str, str], url: str | None
-) -> AgentExit:
+@dataclass(frozen=True)
+class _Launch:
+    """What a prepared run hands to its agent besides the run itself."""
+
+    ws: Workspace
+    env: dict[str, str]
+    guidance: dict[str, str]
+    models: dict[str, ModelSpec]
+
+
+def _launch(run: Run, agent: Agent, launch: _Launch, url: str | None) -> AgentExit:
     events_part = run.dir / "events.jsonl.part"
     transcript_part = run.dir / "transcript.raw.txt.part"
     with open(events_part, "w", encoding="utf-8") as events, open(transcript_part, "wb") as raw:
@@ -126,20 +138,37 @@ def _launch(
             run_id=run.run_id,
             scenario=run.scenario.spec,
             prompt=run.scenario.spec.task.prompt,
-            workspace=workspace,
-            home=home,
-            env=env,
+            workspace=launch.ws.workspace,
+            home=launch.ws.home,
+            env=launch.env,
             model=run.model,
             timeout_secs=run.timeout_secs,
             max_turns=run.max_turns,
             transcript=raw,
             events=EventWriter(events),
             model_url=url,
+            guidance=launch.guidance,
+            max_usd=run.scenario.spec.cost.max_usd,
+            models=launch.models,
         )
         result = agent.run(ctx)
     os.replace(events_part, run.dir / "events.jsonl")
     os.replace(transcript_part, run.dir / "transcript.raw.txt")
     return result
+
+
+GUIDANCE_FILES = ("AGENTS.md", "CLAUDE.md", "README.md")
+
+
+def _guidance(variant_files: list[str], workspace: Path) -> dict[str, str]:
+    """The guidance an agent is given: the variant's files, else the workspace's own."""
+    names = variant_files or [n for n in GUIDANCE_FILES if (workspace / n).is_file()]
+    out = {}
+    for name in names:
+        path = workspace / name
+        if path.is_file():
+            out[name] = path.read_text(encoding="utf-8", errors="replace")
+    return out
 
 
 def _error(message: str) -> AgentExit:

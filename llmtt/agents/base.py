@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from llmtt.config import AgentSettings
+from llmtt.config import AgentSettings, ModelSpec
 from llmtt.events import EventWriter
 from llmtt.scenario import Scenario
 
@@ -29,6 +29,9 @@ class RunContext:
     transcript: BinaryIO
     events: EventWriter
     model_url: str | None = None  # base URL of the scripted model server, when model=scripted
+    guidance: Mapping[str, str] = field(default_factory=dict)  # guidance file -> its text
+    max_usd: float | None = None  # the scenario's cost limit for this run
+    models: Mapping[str, ModelSpec] = field(default_factory=dict)  # [models.*] of llmtt.toml
 
 
 @dataclass(frozen=True)

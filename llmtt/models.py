@@ -15,7 +15,17 @@ from typing import Any
 from llmtt.config import ModelSpec
 
 SCRIPTED = "scripted"
-_FATAL_MARKERS = ("insufficient_quota", "billing", "credit balance", "quota", "budget")
+_FATAL_MARKERS = (
+    "insufficient_quota",
+    "billing",
+    "credit balance",
+    "quota",
+    "budget",
+    "missing credentials",
+    "api key",
+    "api_key",
+    "authentication",
+)
 
 
 @dataclass(frozen=True)

@@ -55,8 +55,11 @@ class Project:
         path.write_text(textwrap.dedent(text))
         return path
 
-    def doit(self, *args: str, timeout: float = 300) -> DoitResult:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LLMTT_")}
+    def doit(
+        self, *args: str, timeout: float = 300, env: dict[str, str] | None = None
+    ) -> DoitResult:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("LLMTT_")}
+        env = {**base, **(env or {})}
         proc = subprocess.run(
             [DOIT, *args], cwd=self.root, capture_output=True, text=True, timeout=timeout, env=env
         )

@@ -12,7 +12,8 @@ from conftest import GIT_TOML, Project
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "node_modules" / ".bin"
-AGENTS = ("claude-code", "opencode", "codex")
+# llmtt's own litellm loop plays the same session through real HTTP and litellm.
+AGENTS = ("claude-code", "opencode", "codex", "litellm")
 EXECUTABLES = {"claude-code": "claude", "opencode": "opencode", "codex": "codex"}
 
 SOLUTION = [
@@ -79,7 +80,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Project:
         "    - {type: command_output_contains, command: git log --format=%s, substring: first}\n"
         "    - {type: file_exists, path: a.txt}\n",
     )
-    result = project.doit("run", "-n", "3", f"agent={','.join(AGENTS)}", "model=scripted")
+    result = project.doit("run", "-n", "4", f"agent={','.join(AGENTS)}", "model=scripted")
     assert result.code == 0, result.out + result.err
     return project
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from llmtt import __version__
 from llmtt.agents.registry import make_agent
 from llmtt.config import TargetSpec
 from llmtt.errors import ConfigError
+from llmtt.evaluation.judge_version import JUDGE_VERSION
 from llmtt.hashing import hash_file, hash_tree, hash_value
 from llmtt.project import Project
 from llmtt.scenario import LoadedScenario
@@ -44,6 +46,16 @@ class Selection:
         return " ".join(parts)
 
 
+@dataclass(frozen=True)
+class JudgePlan:
+    """Layer 3 of a run: which model grades it against which rubric, and the layer's key."""
+
+    model: str
+    rubric: Path
+    threshold: float
+    key: Key
+
+
 @dataclass(frozen=True, eq=False)
 class Run:
     """One scenario x agent x model x variant x repeat: the unit of caching."""
@@ -64,6 +76,7 @@ class Run:
     eval_key: Key
     report_key: Key
     tags: tuple[str, ...] = field(default=())
+    judge: JudgePlan | None = None
 
     @property
     def label(self) -> str:
@@ -195,6 +208,31 @@ class _ScenarioKeys:
     evaluate: Key
     timeout_secs: float
     max_turns: int
+    judge: JudgePlan | None
+
+
+def _judge_plan(project: Project, scenario: LoadedScenario) -> JudgePlan | None:
+    settings = scenario.spec.evaluation.judge
+    if not settings.enabled:
+        return None
+    model = settings.model or project.config.judge.model or os.environ.get("LLMTT_JUDGE")
+    if not model:
+        raise ConfigError.one(
+            scenario.path,
+            "the judge is enabled but no judge model is set: set evaluation.judge.model, "
+            "[judge] model in llmtt.toml, or the LLMTT_JUDGE variable",
+            field="evaluation.judge.model",
+            line=scenario.lines.get(("evaluation", "judge", "__key__")),
+        )
+    rubric = project.rubric_path(scenario)
+    assert rubric is not None  # a judge without a rubric fails validation
+    key = {
+        "rubric": hash_file(rubric),
+        "model": model,
+        "threshold": str(settings.pass_threshold),
+        "judge": f"{JUDGE_VERSION}/{project.config.judge.max_transcript_chars}",
+    }
+    return JudgePlan(model, rubric, settings.pass_threshold, key)
 
 
 def _scenario_keys(
@@ -223,6 +261,7 @@ def _scenario_keys(
         },
         timeout_secs=timeout,
         max_turns=max_turns,
+        judge=_judge_plan(project, scenario),
     )
 
 
@@ -238,6 +277,17 @@ def _make_run(
     template_key: str,
 ) -> Run:
     agent, model, variant, repeat = axes
+    if (
+        keys.judge is not None
+        and model == keys.judge.model
+        and not project.config.judge.allow_same_model
+    ):
+        raise ConfigError.one(
+            scenario.path,
+            f"the judge model {model!r} is also the model under test; pick another judge, or set "
+            "[judge] allow_same_model = true in llmtt.toml",
+            field="evaluation.judge.model",
+        )
     who = "-".join(_safe(p) for p in (agent, model, variant) if p)
     run_id = f"{scenario.name}/{who}/r{repeat}"
     # The solution is what the oracle and the scripted model play; other agents never see it.
@@ -267,6 +317,7 @@ def _make_run(
         eval_key=keys.evaluate,
         report_key={"template": template_key, "llmtt": __version__},
         tags=tuple(scenario.spec.tags),
+        judge=keys.judge,
     )
 
 

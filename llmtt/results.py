@@ -13,7 +13,9 @@ from llmtt.plan import Run
 RESULT_FORMAT = 1
 
 
-def result_record(run: Run, info: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
+def result_record(
+    run: Run, info: dict[str, Any], metrics: dict[str, Any], judge: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The record of one evaluated run (the results.jsonl line)."""
     interaction = {
         k: v
@@ -37,6 +39,9 @@ def result_record(run: Run, info: dict[str, Any], metrics: dict[str, Any]) -> di
         "gates_total": metrics["gates_total"],
         "metrics": interaction,
         "cost_usd": metrics.get("cost_usd"),
+        "judge": None
+        if judge is None
+        else {k: judge.get(k) for k in ("model", "weighted_score", "passed", "cost_usd", "error")},
         "tokens": {
             "input": metrics.get("input_tokens", 0),
             "output": metrics.get("output_tokens", 0),

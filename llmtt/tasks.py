@@ -198,6 +198,11 @@ def _run_tasks(run: Run) -> Iterator[dict[str, Any]]:
     rid = run.run_id
     d = str(run.dir) + os.sep  # plain strings: thousands of paths are built on every load
     layers = [f"{rid}:agent", f"{rid}:evaluate", f"{rid}:report"]
+    judged = run.judge is not None
+    if judged:
+        layers.insert(2, f"{rid}:judge")
+    # result.json (the settled outcome) comes from the judge when there is one.
+    evaluated = ["metrics.json", "gates.json"] + ([] if judged else ["result.json"])
     yield {
         "basename": rid,
         "name": None,
@@ -220,17 +225,29 @@ def _run_tasks(run: Run) -> Iterator[dict[str, Any]]:
         "doc": f"metrics and gates of {run.label}",
         "actions": [(_evaluate_action, [run])],
         "file_dep": [d + "run.json"],
-        "targets": [d + n for n in EVALUATE_OUTPUTS],
+        "targets": [d + n for n in evaluated],
         "uptodate": [KeyCheck("evaluate", run.eval_key)],
         "clean": True,
         "verbosity": 2,
     }
+    if run.judge is not None:
+        yield {
+            "basename": rid,
+            "name": "judge",
+            "doc": f"LLM judge ({run.judge.model}) of {run.label}",
+            "actions": [(_judge_action, [run])],
+            "file_dep": [d + "metrics.json", d + "gates.json"],
+            "targets": [d + "judge.json", d + "result.json"],
+            "uptodate": [KeyCheck("judge", run.judge.key)],
+            "clean": True,
+            "verbosity": 2,
+        }
     yield {
         "basename": rid,
         "name": "report",
         "doc": f"evaluation.md of {run.label}",
         "actions": [(_report_action, [run])],
-        "file_dep": [d + n for n in EVALUATE_OUTPUTS],
+        "file_dep": [d + n for n in EVALUATE_OUTPUTS] + ([d + "judge.json"] if judged else []),
         "targets": [d + "evaluation.md"],
         "uptodate": [KeyCheck("report", run.report_key)],
         "clean": True,
@@ -282,6 +299,15 @@ def _evaluate_action(run: Run) -> None:
     from llmtt.evaluation.evaluate import evaluate_run
 
     record = evaluate_run(PLAN.project, run)
+    if record is not None and record["outcome"] != "error":
+        print(f"llmtt: {run.run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
+
+
+@_guarded
+def _judge_action(run: Run) -> None:
+    from llmtt.evaluation.evaluate import judge_run
+
+    record = judge_run(PLAN.project, run)
     if record["outcome"] != "error":
         print(f"llmtt: {run.run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from llmtt.atomic import read_json, write_json
+from llmtt.errors import LlmttError
 from llmtt.evaluation.gates import GateContext, run_gates
 from llmtt.evaluation.interaction import find_target_commands, interaction_metrics
 from llmtt.evaluation.outcome import composite_score, decide
@@ -19,20 +20,19 @@ from llmtt.workspace import Workspace
 METRICS_FORMAT = 1
 
 
-def evaluate_run(project: Project, run: Run) -> dict[str, Any]:
-    """Evaluate a carried-out run (or record why it could not be); return its result record."""
+def evaluate_run(project: Project, run: Run) -> dict[str, Any] | None:
+    """Layers 1 and 2 of a run (or why it could not be carried out).
+
+    Without a judge this settles the outcome and returns the result record; with one, the
+    judge task settles it (see `settle`) and this returns None.
+    """
     info = read_json(run.dir / "run.json")
     pattern = run.target.effective_pattern()
-    if info["status"] == "error":
-        gates: list[dict[str, Any]] = []
-        metrics: dict[str, Any] = {
-            "outcome": "error",
-            "outcome_reason": f"run could not be carried out: {info['error']}",
-        }
-    else:
+    metrics: dict[str, Any] = {"format": METRICS_FORMAT, "run_id": run.run_id}
+    gates: list[dict[str, Any]] = []
+    if info["status"] != "error":
         events, source = _events(run.dir, pattern, structured=info.get("structured_events", True))
-        free = bool(info.get("free"))
-        metrics = interaction_metrics(events, pattern, free=free)
+        metrics.update(interaction_metrics(events, pattern, free=bool(info.get("free"))))
         metrics["source"] = source
         ws = Workspace(run.dir, run.dir / "workspace", run.dir / "home")
         ctx = GateContext(
@@ -42,24 +42,102 @@ def evaluate_run(project: Project, run: Run) -> dict[str, Any]:
             target_commands=find_target_commands(events, pattern),
         )
         gates = run_gates(run.scenario.spec.evaluation.gates, ctx)
-        outcome, reason = decide(gates, None)
-        metrics["outcome"] = outcome
-        metrics["outcome_reason"] = reason
-        metrics["composite_score"] = composite_score(
-            run.scenario.spec.evaluation.composite, gates, None, metrics["first_try_success_rate"]
-        )
-    metrics = {"format": METRICS_FORMAT, "run_id": run.run_id, **metrics}
-    metrics["gates_passed"] = sum(1 for g in gates if g["passed"])
-    metrics["gates_total"] = len(gates)
     write_json(
         run.dir / "gates.json", {"format": METRICS_FORMAT, "run_id": run.run_id, "gates": gates}
     )
+    if run.judge is not None:
+        outcome, reason = decide(gates, None)
+        metrics.update(
+            _outcome_fields(
+                run, metrics, gates, (outcome, reason + "; the judge has not run"), None
+            )
+        )
+        write_json(run.dir / "metrics.json", metrics)
+        return None
+    return settle(project, run, info, metrics, gates, None)
+
+
+def settle(
+    project: Project,
+    run: Run,
+    info: dict[str, Any],
+    metrics: dict[str, Any],
+    gates: list[dict[str, Any]],
+    judge: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The outcome from gates and judge: metrics.json, result.json, a results.jsonl line."""
+    if info["status"] == "error":
+        outcome, reason = "error", f"run could not be carried out: {info['error']}"
+    else:
+        outcome, reason = decide(gates, judge)
+    score = judge.get("weighted_score") if judge is not None else None
+    metrics.update(_outcome_fields(run, metrics, gates, (outcome, reason), score))
+    if judge is not None:
+        metrics["judge_score"] = score
     write_json(run.dir / "metrics.json", metrics)
-    record = result_record(run, info, metrics)
+    record = result_record(run, info, metrics, judge)
     write_json(run.dir / "result.json", record)
     if info["status"] != "error":
         append_result(project.results_dir / "results.jsonl", record)
     return record
+
+
+def judge_run(project: Project, run: Run) -> dict[str, Any]:
+    """Layer 3 of a run, then its outcome; a paid judge needs LLMTT_ENABLED=1."""
+    import os
+
+    from llmtt.evaluation.judge import build_prompt, judge, read_events
+    from llmtt.models import resolve_model
+    from llmtt.redaction import Redactor
+
+    assert run.judge is not None
+    info = read_json(run.dir / "run.json")
+    metrics = read_json(run.dir / "metrics.json")
+    gates = read_json(run.dir / "gates.json")["gates"]
+    if info["status"] == "error":
+        write_json(run.dir / "judge.json", {"format": 1, "skipped": "run could not be carried out"})
+        return settle(project, run, info, metrics, gates, None)
+    model = resolve_model(run.judge.model, project.config.models)
+    if not model.free and os.environ.get("LLMTT_ENABLED") != "1":
+        raise LlmttError(
+            f"{run.run_id}: the judge ({run.judge.model}) can spend money; set LLMTT_ENABLED=1"
+        )
+    rubric = project.rubrics[run.judge.rubric]
+    prompt = build_prompt(
+        run.scenario.spec.task.prompt,
+        rubric,
+        gates,
+        read_events(run.dir / "events.jsonl"),
+        project.config.judge.max_transcript_chars,
+        Redactor(run.target.env),
+    )
+    record = judge(model, rubric, prompt, run.judge.threshold)
+    record["rubric"] = str(run.judge.rubric)
+    write_json(run.dir / "judge.json", record)
+    return settle(project, run, info, metrics, gates, record)
+
+
+def _outcome_fields(
+    run: Run,
+    metrics: dict[str, Any],
+    gates: list[dict[str, Any]],
+    verdict: tuple[str, str],
+    judge_score: float | None,
+) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "outcome": verdict[0],
+        "outcome_reason": verdict[1],
+        "gates_passed": sum(1 for g in gates if g["passed"]),
+        "gates_total": len(gates),
+    }
+    if verdict[0] != "error":
+        fields["composite_score"] = composite_score(
+            run.scenario.spec.evaluation.composite,
+            gates,
+            judge_score,
+            metrics.get("first_try_success_rate"),
+        )
+    return fields
 
 
 def _events(run_dir: Path, pattern: str | None, *, structured: bool) -> tuple[list[Event], str]:

@@ -1,0 +1,214 @@
+"""Layer 3: an LLM grades a run against a weighted rubric; its answer is validated, never trusted.
+
+The prompt carries the task, the rubric's criteria, the gate results and the run's (redacted)
+events, cut to a configured size with a marker. A malformed answer gets one repair request;
+after that the run records a judge error (outcome fail) — the evaluation never crashes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from llmtt.models import ProviderStop, ResolvedModel, complete
+from llmtt.redaction import Redactor
+from llmtt.rubric import Rubric
+
+JUDGE_FORMAT = 1
+
+SYSTEM = """You grade how well an AI coding agent carried out a task with a command-line tool.
+Score each rubric criterion from 0.0 (not at all) to 1.0 (fully), from the evidence given.
+Answer with one JSON object and nothing else:
+{"scores": {"<criterion id>": <0..1>, ...}, "weighted_score": <0..1>,
+ "confidence": <0..1>, "issues": ["..."], "highlights": ["..."]}
+weighted_score is the sum of each score times its criterion's weight."""
+
+
+class JudgeAnswer(BaseModel):
+    """What the judge must answer."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    scores: dict[str, float]
+    weighted_score: float = Field(ge=0, le=1)
+    confidence: float = Field(ge=0, le=1)
+    issues: list[str]
+    highlights: list[str]
+
+
+def build_prompt(
+    task: str,
+    rubric: Rubric,
+    gates: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+    max_chars: int,
+    redact: Redactor,
+) -> str:
+    """The user message: task, criteria, gate results and the events, cut to `max_chars`."""
+    criteria = "\n".join(
+        f"- {c.id} (weight {c.weight:g}): {c.description}" for c in rubric.criteria
+    )
+    gate_lines = (
+        "\n".join(
+            f"- gate {g['index']} {g['type']}: {'pass' if g['passed'] else 'FAIL'} — {g['message']}"
+            for g in gates
+        )
+        or "(no gates)"
+    )
+    log = redact("\n".join(_event_line(e) for e in events))
+    if len(log) > max_chars:
+        log = log[:max_chars] + f"\n[... {len(log) - max_chars} characters cut by llmtt ...]"
+    return (
+        f"## Task given to the agent\n{task.strip()}\n\n## Rubric criteria\n{criteria}\n\n"
+        f"## Deterministic checks after the run\n{gate_lines}\n\n## What the agent did\n{log}\n"
+    )
+
+
+def _event_line(event: dict[str, Any]) -> str:
+    kind = event.get("event")
+    if kind == "tool_call":
+        return f"$ {event.get('command')}"
+    if kind == "tool_result":
+        output = str(event.get("output", ""))
+        if len(output) > 2000:
+            output = output[:2000] + " [...]"
+        return f"[exit {event.get('exit_code')}] {output}".rstrip()
+    if kind == "message":
+        return f"agent: {event.get('text')}"
+    if kind == "complete":
+        return f"(agent ended: exit {event.get('exit_code')}, timed out {event.get('timed_out')})"
+    return ""
+
+
+def parse_answer(text: str, rubric: Rubric) -> tuple[JudgeAnswer | None, str | None]:
+    """The validated answer, or why it is not one."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        return None, "no JSON object in the answer"
+    try:
+        data = json.loads(text[start : end + 1])
+    except ValueError as exc:
+        return None, f"invalid JSON: {exc}"
+    try:
+        answer = JudgeAnswer.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return None, f"{where}: {first['msg']}"
+    ids = {c.id for c in rubric.criteria}
+    missing = ids - set(answer.scores)
+    if missing:
+        return None, f"scores lack criteria: {', '.join(sorted(missing))}"
+    bad = [k for k in ids if not 0 <= answer.scores[k] <= 1]
+    if bad:
+        return None, f"scores outside 0..1: {', '.join(sorted(bad))}"
+    return answer, None
+
+
+def judge(
+    model: ResolvedModel,
+    rubric: Rubric,
+    prompt: str,
+    threshold: float,
+    *,
+    max_retries: int = 3,
+    backoff_secs: float = 2.0,
+    timeout_secs: float = 120.0,
+) -> dict[str, Any]:
+    """Ask, validate, repair once; the record of judge.json (never raises for a bad answer)."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": prompt},
+    ]
+    record: dict[str, Any] = {
+        "format": JUDGE_FORMAT,
+        "model": model.name,
+        "threshold": threshold,
+        "attempts": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cost_usd": 0.0,
+    }
+    problem = "no answer"
+    for attempt in range(2):
+        try:
+            response = complete(
+                model,
+                messages=messages,
+                max_retries=max_retries,
+                backoff_secs=backoff_secs,
+                timeout_secs=timeout_secs,
+            )
+        except ProviderStop as exc:
+            return _failed(record, f"judge error: provider error: {exc}")
+        record["attempts"] = attempt + 1
+        _add_usage(record, model, response)
+        text = str(response.choices[0].message.content or "")
+        answer, problem_or_none = parse_answer(text, rubric)
+        if answer is not None:
+            return _scored(record, answer, rubric, threshold)
+        problem = problem_or_none or "invalid answer"
+        messages += [
+            {"role": "assistant", "content": text},
+            {
+                "role": "user",
+                "content": f"That answer is not valid ({problem}). Reply with only "
+                "the JSON object, with a score for every criterion id.",
+            },
+        ]
+    return _failed(record, f"judge error: malformed answer twice ({problem})")
+
+
+def _add_usage(record: dict[str, Any], model: ResolvedModel, response: Any) -> None:
+    usage = getattr(response, "usage", None)
+    tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+    tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+    record["input_tokens"] += tokens_in
+    record["output_tokens"] += tokens_out
+    cost = model.cost(tokens_in, tokens_out)
+    record["cost_usd"] = (
+        None if cost is None or record["cost_usd"] is None else round(record["cost_usd"] + cost, 8)
+    )
+
+
+def _scored(
+    record: dict[str, Any], answer: JudgeAnswer, rubric: Rubric, threshold: float
+) -> dict[str, Any]:
+    weighted = round(sum(answer.scores[c.id] * c.weight for c in rubric.criteria), 6)
+    passed = weighted >= threshold
+    note = None
+    if abs(weighted - answer.weighted_score) > 0.01:
+        note = f"the judge said {answer.weighted_score:g}; recomputed from its scores: {weighted:g}"
+    verdict = ">=" if passed else "<"
+    record.update(
+        {
+            "scores": {c.id: answer.scores[c.id] for c in rubric.criteria},
+            "weighted_score": weighted,
+            "reported_weighted_score": answer.weighted_score,
+            "mismatch": note,
+            "confidence": answer.confidence,
+            "issues": answer.issues,
+            "highlights": answer.highlights,
+            "passed": passed,
+            "reason": f"judge score {weighted:g} {verdict} threshold {threshold:g}",
+            "error": None,
+        }
+    )
+    return record
+
+
+def _failed(record: dict[str, Any], reason: str) -> dict[str, Any]:
+    record.update(
+        {"scores": {}, "weighted_score": None, "passed": False, "reason": reason, "error": reason}
+    )
+    return record
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """The run's events as plain dicts (missing file: none)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]

@@ -67,6 +67,8 @@ def render_evaluation(project: Project, run: Run) -> tuple[str, str]:
     metrics = read_json(run.dir / "metrics.json")
     gates = read_json(run.dir / "gates.json")["gates"]
     commands = _commands(run.dir / "events.jsonl")
+    judge_path = run.dir / "judge.json"
+    judge = read_json(judge_path) if run.judge is not None and judge_path.exists() else None
     text = render(
         project,
         "evaluation.md.j2",
@@ -77,6 +79,7 @@ def render_evaluation(project: Project, run: Run) -> tuple[str, str]:
         scenario=run.scenario.spec,
         scenario_name=run.scenario.name,
         target=run.target,
+        judge=judge,
     )
     write_text(run.dir / "evaluation.md", Redactor(run.target.env)(text))
     return str(metrics["outcome"]), str(metrics["outcome_reason"])
@@ -149,6 +152,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         counts[row["outcome"]] += 1
     evaluated = counts["pass"] + counts["fail"]
     costs = [r["cost_usd"] for r in rows if r.get("cost_usd") is not None]
+    costs += [r["judge"]["cost_usd"] for r in rows if (r.get("judge") or {}).get("cost_usd")]
     return {
         "runs": len(rows),
         "passed": counts["pass"],

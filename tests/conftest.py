@@ -7,7 +7,10 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +78,61 @@ class Project:
 @pytest.fixture
 def project(tmp_path: Path) -> Project:
     return Project(tmp_path / "proj")
+
+
+class FakeProvider(BaseHTTPRequestHandler):
+    """A paid provider stood in for at the wire: answers from a queue of (status, body).
+
+    The last entry repeats once the queue is down to it; `hits` counts requests and `bodies`
+    keeps what was asked.
+    """
+
+    queue: list[tuple[int, dict[str, Any]]] = []
+    hits: list[int] = []
+    bodies: list[dict[str, Any]] = []
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.hits.append(1)
+        self.bodies.append(json.loads(raw or b"{}"))
+        status, body = self.queue.pop(0) if len(self.queue) > 1 else self.queue[0]
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def chat_answer(text: str, tokens_in: int = 10, tokens_out: int = 5) -> dict[str, Any]:
+    """An OpenAI chat completion whose message is `text`."""
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        ],
+        "usage": {
+            "prompt_tokens": tokens_in,
+            "completion_tokens": tokens_out,
+            "total_tokens": tokens_in + tokens_out,
+        },
+    }
+
+
+@pytest.fixture
+def provider() -> Iterator[tuple[str, type[FakeProvider]]]:
+    handler = type("Provider", (FakeProvider,), {"queue": [], "hits": [], "bodies": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
+    server.shutdown()
+    server.server_close()

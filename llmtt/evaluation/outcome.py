@@ -18,7 +18,11 @@ def decide(gates: Sequence[dict[str, Any]], judge: dict[str, Any] | None) -> tup
         return "fail", "; ".join(reasons)
     if not gates and judge is None:
         return "pass", "no gates defined (nothing was checked)"
-    parts = [f"all {len(gates)} gates passed"] if gates else []
+    parts = (
+        [("the gate passed" if len(gates) == 1 else f"all {len(gates)} gates passed")]
+        if gates
+        else []
+    )
     if judge is not None:
         parts.append(f"judge passed ({judge.get('weighted_score')})")
     return "pass", " and ".join(parts)

@@ -4,13 +4,10 @@ retries and quota errors (a paid provider is stood in for at the wire, nowhere e
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from conftest import GIT_TOML, Project
+from conftest import GIT_TOML, FakeProvider, Project, chat_answer
 
 from llmtt.agents.litellm_agent import truncate
 from llmtt.scripted import ScriptedServer
@@ -76,54 +73,7 @@ def test_declared_prices_give_exact_cost_and_the_cost_limit_stops_the_run(projec
     assert any("cost limit reached: spent $0.0250 of $0.02" in t for t in texts)
 
 
-class _Provider(BaseHTTPRequestHandler):
-    """Answers from a queue of (status, body); counts requests."""
-
-    queue: list[tuple[int, dict[str, Any]]] = []
-    hits: list[int] = []
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.hits.append(1)
-        status, body = self.queue.pop(0) if len(self.queue) > 1 else self.queue[0]
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
-@pytest.fixture
-def provider() -> Iterator[tuple[str, type[_Provider]]]:
-    handler = type("P", (_Provider,), {"queue": [], "hits": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
-    server.shutdown()
-    server.server_close()
-
-
-ANSWER = {
-    "id": "x",
-    "object": "chat.completion",
-    "created": 0,
-    "model": "m",
-    "choices": [
-        {
-            "index": 0,
-            "message": {"role": "assistant", "content": "All done."},
-            "finish_reason": "stop",
-        }
-    ],
-    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-}
+ANSWER = chat_answer("All done.")
 
 
 def provider_toml(url: str) -> str:
@@ -136,7 +86,7 @@ def provider_toml(url: str) -> str:
 
 
 def test_transient_provider_errors_are_retried(
-    project: Project, provider: tuple[str, type[_Provider]]
+    project: Project, provider: tuple[str, type[FakeProvider]]
 ) -> None:
     url, handler = provider
     handler.queue = [
@@ -159,7 +109,7 @@ def test_transient_provider_errors_are_retried(
 
 
 def test_quota_error_stops_at_once_and_the_run_stays_pending(
-    project: Project, provider: tuple[str, type[_Provider]]
+    project: Project, provider: tuple[str, type[FakeProvider]]
 ) -> None:
     url, handler = provider
     quota = {

@@ -42,7 +42,7 @@ def read_yaml(path: Path) -> tuple[Any, dict[Loc, int]]:
     if node is None:
         return None, {}
     lines: dict[Loc, int] = {}
-    _index_node(node, (), lines)
+    _index_node(node, (), lines, path)
     try:
         data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:  # pragma: no cover - compose already parsed it
@@ -50,16 +50,27 @@ def read_yaml(path: Path) -> tuple[Any, dict[Loc, int]]:
     return data, lines
 
 
-def _index_node(node: yaml.Node, loc: Loc, lines: dict[Loc, int]) -> None:
+def _index_node(node: yaml.Node, loc: Loc, lines: dict[Loc, int], path: Path) -> None:
     lines[loc] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
         for key, value in node.value:
             name = key.value if isinstance(key, yaml.ScalarNode) else str(key.value)
-            lines[(*loc, name, "__key__")] = key.start_mark.line + 1
-            _index_node(value, (*loc, name), lines)
+            line = key.start_mark.line + 1
+            if name in seen:
+                # YAML would keep the last one silently and lose the first: refuse instead.
+                raise ConfigError.one(
+                    path,
+                    f"duplicate key {name!r} (first at line {seen[name]})",
+                    line=line,
+                    field=dotted((*loc, name)),
+                )
+            seen[name] = line
+            lines[(*loc, name, "__key__")] = line
+            _index_node(value, (*loc, name), lines, path)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _index_node(item, (*loc, i), lines)
+            _index_node(item, (*loc, i), lines, path)
 
 
 def read_toml(path: Path) -> tuple[dict[str, Any], dict[Loc, int]]:
@@ -108,7 +119,10 @@ def _read_text(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError.one(path, "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError.one(path, f"not valid utf-8 text: {exc.reason}", line=line) from None
+    except OSError as exc:
         raise ConfigError.one(path, f"cannot read: {exc}") from None
 
 
@@ -130,18 +144,23 @@ def validate(model: type[M], data: Any, path: Path, lines: dict[Loc, int]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(problems_from(exc, model, path, lines)) from None
+        raise ConfigError(problems_from(exc, model, path, lines, data)) from None
 
 
 def problems_from(
-    exc: ValidationError, model: type[BaseModel], path: Path, lines: dict[Loc, int]
+    exc: ValidationError,
+    model: type[BaseModel],
+    path: Path,
+    lines: dict[Loc, int],
+    data: Any = None,
 ) -> list[Problem]:
     """One problem per pydantic error, with line, dotted field and a readable expectation."""
     problems = []
-    for err in exc.errors(include_url=False):
+    seen: set[tuple[Loc, str]] = set()
+    for err in _one_branch(exc.errors(include_url=False), data):
         loc = _clean_loc(err["loc"])
         kind = err["type"]
-        if kind == "union_tag_invalid":
+        if kind in ("union_tag_invalid", "union_tag_not_found"):
             loc = (*loc, "type")
         field_name = dotted(loc) or None
         if kind == "extra_forbidden":
@@ -150,8 +169,93 @@ def problems_from(
         else:
             message = _expectation(err)
             line = line_of(lines, loc, key=True)
-        problems.append(Problem(path, line, field_name, message))
+        if (loc, message) not in seen:
+            seen.add((loc, message))
+            problems.append(Problem(path, line, field_name, message))
     return problems
+
+
+_BRANCH = re.compile(r"^(?:[A-Z][A-Za-z0-9_]*|str|int|float|bool|none|(?:list|dict|tuple)\[.*\])$")
+
+
+def _branch_at(loc: tuple[int | str, ...], data: Any) -> int | None:
+    for i, part in enumerate(loc):
+        if isinstance(part, str) and _BRANCH.match(part):
+            parent = _value_at(data, loc[:i])
+            if not (isinstance(parent, dict) and part in parent):  # a real key (e.g. env NAME)
+                return i
+    return None
+
+
+def _one_branch(errors: list[Any], data: Any) -> list[Any]:
+    """For a plain union (`TargetSpec | str`), pydantic reports every member's complaint
+    under the member's name. Keep the member the input was meant for (a mapping for a model,
+    a list for a list, ...) and drop the name from the path; with no such member, one error."""
+    out: list[Any] = []
+    for err in errors:
+        loc = tuple(err["loc"])
+        i = _branch_at(loc, data)
+        if i is None:
+            out.append(err)
+            continue
+        label = str(loc[i])
+        value = _value_at(data, loc[:i])
+        if _matches(label, value):
+            out.append({**err, "loc": loc[:i] + loc[i + 1 :]})
+        elif not any(
+            _matches(str(e["loc"][j]), value)
+            for e in errors
+            if (j := _branch_at(tuple(e["loc"]), data)) is not None
+            and tuple(e["loc"])[:j] == loc[:i]
+        ):
+            labels = sorted(
+                {
+                    str(e["loc"][j])
+                    for e in errors
+                    if (j := _branch_at(tuple(e["loc"]), data)) is not None
+                    and tuple(e["loc"])[:j] == loc[:i]
+                }
+            )
+            out.append(
+                {
+                    "type": "union",
+                    "loc": loc[:i],
+                    "msg": f"expected one of: {', '.join(labels)}",
+                    "input": value,
+                }
+            )
+    return out
+
+
+def _matches(label: str, value: Any) -> bool:
+    if label[:1].isupper():
+        return isinstance(value, dict)
+    kinds = {
+        "str": str,
+        "int": int,
+        "float": float,
+        "bool": bool,
+        "list": list,
+        "dict": dict,
+        "tuple": list,
+    }
+    kind = kinds.get(label.split("[")[0])
+    return (
+        kind is not None
+        and isinstance(value, kind)
+        and not (kind is int and isinstance(value, bool))
+    )
+
+
+def _value_at(data: Any, loc: tuple[int | str, ...]) -> Any:
+    for part in loc:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
 
 
 def _clean_loc(loc: tuple[int | str, ...]) -> Loc:
@@ -165,11 +269,13 @@ def _clean_loc(loc: tuple[int | str, ...]) -> Loc:
 
 
 _UNION_TAGS: set[str] = set()
+_UNION_TAG_ORDER: list[str] = []
 
 
 def register_union_tags(tags: Sequence[str]) -> None:
     """Declare tag values of discriminated unions so they are left out of field paths."""
     _UNION_TAGS.update(tags)
+    _UNION_TAG_ORDER.extend(t for t in tags if t not in _UNION_TAG_ORDER)
 
 
 def dotted(loc: Sequence[int | str]) -> str:
@@ -190,6 +296,8 @@ def _expectation(err: Any) -> str:
     message = str(err["msg"])
     if kind == "value_error":
         message = message.removeprefix("Value error, ")
+    if kind == "union_tag_not_found":
+        return f"required field is missing (valid types: {', '.join(_UNION_TAG_ORDER)})"
     if kind == "union_tag_invalid":
         tag = str(err.get("ctx", {}).get("tag", ""))
         expected = [
@@ -228,6 +336,10 @@ def _valid_keys_at(model: type[BaseModel], loc: Loc) -> list[str]:
         current = _descend(current, part)
         if current is None:
             return []
+    if get_origin(current) is Union or get_origin(current) is types.UnionType:
+        current = next(
+            (a for a in get_args(current) if isinstance(a, type) and issubclass(a, BaseModel)), None
+        )
     if isinstance(current, type) and issubclass(current, BaseModel):
         return [f.alias or name for name, f in current.model_fields.items()]
     return []

@@ -16,7 +16,7 @@ from llmtt.errors import ConfigError
 from llmtt.evaluation.judge_version import JUDGE_VERSION
 from llmtt.hashing import hash_file, hash_tree, hash_value
 from llmtt.project import Project
-from llmtt.scenario import LoadedScenario
+from llmtt.scenario import LoadedScenario, ScenarioMatrix
 from llmtt.versions import Versions
 
 Key = dict[str, str]
@@ -163,14 +163,11 @@ def _axes(
     project: Project, scenario: LoadedScenario, selection: Selection
 ) -> list[tuple[str, str | None, str | None, int]]:
     matrix = project.config.matrix
-    override = scenario.spec.matrix or {}
-    agents = list(selection.agents) or _names(override.get("agents")) or matrix.agents
-    models = list(selection.models) or _names(override.get("models")) or matrix.models
-    variants = list(selection.variants) or _names(override.get("variants")) or matrix.variants
-    repeat_override = override.get("repeats")
-    repeats = selection.repeats or (
-        repeat_override if isinstance(repeat_override, int) else matrix.repeats
-    )
+    own = scenario.spec.matrix or ScenarioMatrix()
+    agents = list(selection.agents) or own.agents or matrix.agents
+    models = list(selection.models) or own.models or matrix.models
+    variants = list(selection.variants) or own.variants or matrix.variants
+    repeats = selection.repeats or own.repeats or matrix.repeats
     out: list[tuple[str, str | None, str | None, int]] = []
     for agent in agents:
         needs_model = make_agent(project, agent).needs_model
@@ -193,10 +190,6 @@ def _axes(
                 for repeat in range(1, repeats + 1):
                     out.append((agent, model, resolved, repeat))
     return out
-
-
-def _names(value: list[str] | int | None) -> list[str]:
-    return list(value) if isinstance(value, list) else []
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,7 @@ def load_project(root: Path) -> Project:
             root / "llmtt.toml",
             f"scenario folder {scenario_dir} does not exist; create it or set [paths] scenarios",
             field="paths.scenarios",
+            line=line_of(config_lines, ("paths", "scenarios")),
         )
     for path in sorted(scenario_dir.glob("*.yaml")) + sorted(scenario_dir.glob("*.yml")):
         try:

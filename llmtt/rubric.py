@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from llmtt.config import Strict
 from llmtt.errors import ConfigError
-from llmtt.loading import read_yaml, validate
+from llmtt.loading import dotted, line_of, read_yaml, validate
 from llmtt.scenario import NAME_RE
 
 
@@ -19,11 +19,12 @@ class Criterion(Strict):
     weight: float = Field(gt=0, le=1)
     description: str = Field(min_length=1)
 
-    @model_validator(mode="after")
-    def _id(self) -> Criterion:
-        if not NAME_RE.match(self.id):
-            raise ValueError(f"id {self.id!r}: use letters, digits, '_', '-' and '.'")
-        return self
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        if not NAME_RE.match(value):
+            raise ValueError(f"id {value!r}: use letters, digits, '_', '-' and '.'")
+        return value
 
 
 class RubricOutput(Strict):
@@ -46,11 +47,6 @@ class Rubric(Strict):
     @field_validator("criteria")
     @classmethod
     def _weights_and_ids(cls, criteria: list[Criterion]) -> list[Criterion]:
-        seen: set[str] = set()
-        for criterion in criteria:
-            if criterion.id in seen:
-                raise ValueError(f"criterion id {criterion.id!r} appears more than once")
-            seen.add(criterion.id)
         total = sum(c.weight for c in criteria)
         if criteria and abs(total - 1.0) > 0.01:
             raise ValueError(f"criteria weights must sum to 1 (+/- 0.01), they sum to {total:g}")
@@ -62,4 +58,16 @@ def load_rubric(path: Path) -> Rubric:
     data, lines = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError.one(path, "a rubric file must be a YAML mapping with `criteria:`", line=1)
-    return validate(Rubric, data, path, lines)
+    rubric = validate(Rubric, data, path, lines)
+    seen: set[str] = set()
+    for index, criterion in enumerate(rubric.criteria):
+        if criterion.id in seen:
+            loc = ("criteria", index, "id")
+            raise ConfigError.one(
+                path,
+                f"criterion id {criterion.id!r} appears more than once",
+                line=line_of(lines, loc),
+                field=dotted(loc),
+            )
+        seen.add(criterion.id)
+    return rubric

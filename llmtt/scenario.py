@@ -224,6 +224,15 @@ class RunSpec(Strict):
     max_turns: int | None = Field(None, ge=1)
 
 
+class ScenarioMatrix(Strict):
+    """A scenario's own matrix axes; each one set replaces llmtt.toml's."""
+
+    agents: list[str] | None = None
+    models: list[str] | None = None
+    variants: list[str] | None = None
+    repeats: int | None = Field(None, ge=1, le=1000)
+
+
 class Scenario(Strict):
     """One scenario file."""
 
@@ -245,7 +254,7 @@ class Scenario(Strict):
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
     cost: CostSpec = Field(default_factory=CostSpec)
     run: RunSpec = Field(default_factory=RunSpec)
-    matrix: dict[str, list[str] | int] | None = Field(
+    matrix: ScenarioMatrix | None = Field(
         None, description="Per-scenario overrides of [matrix] (agents, models, variants, repeats)."
     )
 
@@ -256,22 +265,6 @@ class Scenario(Strict):
             raise ValueError(
                 "use letters, digits, '_', '-' and '.', starting with a letter or digit"
             )
-        return value
-
-    @field_validator("matrix")
-    @classmethod
-    def _matrix(cls, value: dict[str, list[str] | int] | None) -> dict[str, list[str] | int] | None:
-        if value is None:
-            return None
-        for key, item in value.items():
-            if key not in ("agents", "models", "variants", "repeats"):
-                raise ValueError(
-                    f"unknown key {key!r} (valid keys: agents, models, repeats, variants)"
-                )
-            if key == "repeats" and not (isinstance(item, int) and item >= 1):
-                raise ValueError("repeats must be a whole number >= 1")
-            if key != "repeats" and not isinstance(item, list):
-                raise ValueError(f"{key} must be a list of names")
         return value
 
 

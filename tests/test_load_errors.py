@@ -334,9 +334,9 @@ CASES = [
         "scenario-matrix-key",
         {"scenarios/s.yaml": OK_SCENARIO + "matrix:\n  agent: [oracle]\n"},
         "scenarios/s.yaml",
-        3,
-        "matrix",
-        "unknown key 'agent'",
+        4,
+        "matrix.agent",
+        "did you mean 'agents'",
     ),
     (
         "tier-type",
@@ -367,8 +367,8 @@ CASES = [
         "rubric-duplicate-ids",
         {"scenarios/s.yaml": JUDGED, "rubrics/r.yaml": RUBRIC.replace("tidy", "correct")},
         "rubrics/r.yaml",
-        1,
-        "criteria",
+        5,
+        "criteria[1].id",
         "appears more than once",
     ),
     (

@@ -1,8 +1,10 @@
 """The one process runner for every agent: a pseudo-terminal, a hard timeout, no leftovers.
 
-The child runs in its own session (so its process group can be killed as a whole). Descendants
-that call setsid() leave that group; making this process a child subreaper catches them: when
-their parent dies they are re-parented to us, and are found and killed after the run.
+The child runs in its own session, so its process group can be signalled as a whole. A
+descendant that calls setsid() leaves that group; making this process a child subreaper keeps
+it in our process tree anyway: when its parent dies it is re-parented to us. After every run,
+the processes the run started are found by walking PPid links in /proc, terminated, killed and
+reaped, so nothing a run started outlives it.
 """
 
 from __future__ import annotations
@@ -10,44 +12,42 @@ from __future__ import annotations
 import ctypes
 import os
 import select
+import shutil
 import signal
+import termios
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from ptyprocess import PtyProcess
+from ptyprocess import PtyProcess, PtyProcessError
 
 READ_SIZE = 65536
+DIMENSIONS = (50, 220)
+# After the child exits, how long a descendant that still holds the PTY may keep us reading.
 DRAIN_SECS = 0.2
-PR_SET_CHILD_SUBREAPER = 36
+# After SIGKILL, how long to wait for the run's processes to die and be reaped.
+KILL_WAIT_SECS = 1.0
+# How often to look again when there is nothing to wait on (no pidfd, or while killing).
+POLL_SECS = 0.02
+_PR_SET_CHILD_SUBREAPER = 36
+_EOF = b"\x04"
 
 
 @dataclass(frozen=True)
 class ProcessResult:
-    """How a process under the PTY ended and what it printed."""
+    """How a process under the PTY ended and what it printed.
+
+    `exit_code` is None when the run timed out or the process died of a signal (then `signal`
+    says which). `output` is everything the PTY produced, decoded, with "\\r\\n" made "\\n".
+    """
 
     exit_code: int | None
     signal: int | None
     timed_out: bool
     duration_secs: float
     output: str
-
-
-_subreaper = False
-
-
-def _become_subreaper() -> None:
-    global _subreaper
-    if _subreaper:
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: process-group killing still applies
-        pass
-    _subreaper = True
 
 
 def run_in_pty(
@@ -61,15 +61,22 @@ def run_in_pty(
     stdin_data: bytes | None = None,
     grace_secs: float = 1.0,
 ) -> ProcessResult:
-    """Run `argv` under a PTY; kill its whole tree at `timeout_secs` or when it exits."""
+    """Run `argv` under a PTY; at `timeout_secs` or its exit, end every process it started.
+
+    Raw output goes to `transcript` (flushed) and `on_output` as it arrives. `stdin_data` is
+    typed into the terminal, followed by end-of-file (so a line discipline applies: control
+    characters act, lines over 4095 bytes are cut); with none the child reads EOF at once.
+    Killing takes at most `grace_secs` (TERM to KILL) plus KILL_WAIT_SECS. `argv[0]` is looked
+    up in `env`'s PATH; a missing command or `cwd` raises FileNotFoundError. Other threads of
+    this process must not start new-session children (start_new_session) during a run: they
+    would be taken for the run's own.
+    """
+    executable = _executable(argv, cwd, env)
+    if not cwd.is_dir():
+        raise FileNotFoundError(f"working directory {cwd} does not exist")
     _become_subreaper()
-    before = _children(os.getpid())
-    started = time.monotonic()
-    proc = PtyProcess.spawn(
-        list(argv), cwd=str(cwd), env=dict(env), dimensions=(50, 220), echo=False
-    )
-    # ptyprocess sleeps 0.1 s in close() by default; we close only after the tree is dead.
-    proc.delayafterclose = 0.0
+    me = os.getpid()
+    before = {p.pid: p.start for p in _processes() if p.ppid == me}
     chunks: list[bytes] = []
 
     def take(data: bytes) -> None:
@@ -80,158 +87,335 @@ def run_in_pty(
         if on_output is not None:
             on_output(data)
 
+    started = time.monotonic()
+    # cwd goes through preexec_fn: ptyprocess reports its failure to us, whereas a failing
+    # chdir in its own `cwd` handling raises inside the forked child, which then runs our code.
+    proc = PtyProcess.spawn(
+        [executable, *argv[1:]],
+        env=dict(env),
+        echo=False,
+        dimensions=DIMENSIONS,
+        preexec_fn=lambda: os.chdir(cwd),
+    )
+    proc.delayafterclose = 0.0  # ptyprocess sleeps in close(); we close once the tree is dead
+    proc.delayafterterminate = 0.0
+    tree = _RunTree(proc.pid, before)
+    pidfd = _pidfd(proc.pid)
     try:
-        _feed_stdin(proc, stdin_data)
-        timed_out = _pump(proc, started + timeout_secs, take)
-        exit_code, sig = _status(proc, timed_out, grace_secs, before)
+        terminal = _Terminal(proc.fd, _stdin_bytes(proc.fd, stdin_data), take)
+        if pidfd is not None:
+            terminal.watch(pidfd)
+        timed_out = _until_exit(proc, terminal, started + timeout_secs)
+        _end_run(proc, tree, terminal, grace_secs)
+    except BaseException:
+        _end_run(proc, tree, None, 0.0)  # our own failure (or ^C): leave nothing behind
+        raise
     finally:
-        if proc.isalive():  # an exception in our own code: leave nothing behind
-            _kill_tree(proc, before, 0.2)
-        proc.close()
+        if pidfd is not None:
+            os.close(pidfd)
+        try:
+            proc.close()
+        except PtyProcessError:  # the child survived SIGKILL (stuck in the kernel)
+            pass
+    exit_code, sig = _status(proc, timed_out)
     text = b"".join(chunks).decode("utf-8", errors="replace").replace("\r\n", "\n")
     return ProcessResult(exit_code, sig, timed_out, time.monotonic() - started, text)
 
 
-def _feed_stdin(proc: PtyProcess, data: bytes | None) -> None:
+def _executable(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> str:
+    """`argv[0]` as a path, found the way the child's own PATH would find it.
+
+    ptyprocess would search our PATH, and resolve "./x" against our working directory.
+    """
+    if not argv:
+        raise ValueError("run_in_pty needs a command (argv is empty)")
+    command = argv[0]
+    if os.sep in command:
+        path = cwd / command
+        found = str(path) if os.access(path, os.X_OK) and path.is_file() else None
+    else:
+        found = shutil.which(command, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise FileNotFoundError(f"command {command!r} not found or not executable (PATH of env)")
+    return found
+
+
+def _become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux) so orphaned descendants re-parent to it.
+
+    Idempotent. Set on every run rather than once per import: the attribute is not inherited
+    through fork(), and doit -n forks the worker processes that run agents.
+    """
     try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        one, zero = ctypes.c_ulong(1), ctypes.c_ulong(0)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, one, zero, zero, zero)) == 0
+    except (OSError, AttributeError):  # not Linux: process-group killing still applies
+        return False
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when `pid` exits (Linux >= 5.3), else None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _stdin_bytes(fd: int, data: bytes | None) -> bytes:
+    """What to type: the data, then the terminal's EOF character where read() sees EOF."""
+    try:
+        eof = bytes(termios.tcgetattr(fd)[6][termios.VEOF])
+    except (termios.error, OSError, IndexError, TypeError):
+        eof = _EOF
+    if not data:
+        return eof
+    # EOF only ends input at the start of a line; after a partial line it just flushes it.
+    return data + (eof if data.endswith(b"\n") else eof + eof)
+
+
+class _Terminal:
+    """The PTY master: types stdin, reads output in large chunks, notices when it closes."""
+
+    def __init__(self, fd: int, stdin: bytes, take: Callable[[bytes], None]) -> None:
+        self.fd = fd
+        self.pending = stdin
+        self.take = take
+        self.open = True
+        self.pidfd: int | None = None
+        os.set_blocking(fd, False)  # stdin is written as the child takes it, never blocking
+        # poll, not select: select() fails on descriptors numbered over 1023
+        self.poller = select.poll()
+        self.poller.register(fd, self._mask())
+
+    def watch(self, pidfd: int) -> None:
+        """Also wake up when the process behind `pidfd` exits."""
+        self.pidfd = pidfd
+        self.poller.register(pidfd, select.POLLIN)
+
+    def wait(self, timeout: float) -> None:
+        """Handle what is ready, waiting at most `timeout` seconds for something to be."""
+        for fd, events in self.poller.poll(max(0.0, timeout) * 1000):
+            if fd == self.pidfd:  # stays readable once the child exited: stop watching
+                self.poller.unregister(fd)
+                self.pidfd = None
+            elif events & select.POLLOUT and self.pending:
+                self._write()
+            elif events & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                self._read()
+
+    def _read(self) -> None:
+        try:
+            data = os.read(self.fd, READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:  # EIO: every holder of the PTY's other end has closed it
+            data = b""
         if data:
-            proc.write(data)
-        proc.sendeof()
-    except OSError:
-        pass
+            self.take(data)
+            return
+        self.open = False
+        self.pending = b""
+        self.poller.unregister(self.fd)
+
+    def _write(self) -> None:
+        try:
+            self.pending = self.pending[os.write(self.fd, self.pending) :]
+        except BlockingIOError:
+            return
+        except OSError:
+            self.pending = b""
+        self.poller.modify(self.fd, self._mask())
+
+    def _mask(self) -> int:
+        return select.POLLIN | (select.POLLOUT if self.pending else 0)
 
 
-def _pump(proc: PtyProcess, deadline: float, take: Callable[[bytes], None]) -> bool:
-    """Read until the child exits (then drain briefly) or the deadline passes (returns True).
+def _until_exit(proc: PtyProcess, terminal: _Terminal, deadline: float) -> bool:
+    """Pump the PTY until the child exits (then drain briefly); True if the deadline came first.
 
-    A background descendant may keep the PTY open after the child exits: draining stops
+    A background descendant may hold the PTY open after the child exits: draining stops
     DRAIN_SECS after the exit, whatever that descendant still writes.
     """
-    fd = proc.fd
     exited_at: float | None = None
     while True:
         now = time.monotonic()
         if exited_at is None and not proc.isalive():
             exited_at = now
-        if exited_at is None and now >= deadline:
-            return True
-        if exited_at is not None and now - exited_at >= DRAIN_SECS:
-            return False
-        wait = 0.05 if exited_at is None else DRAIN_SECS
-        ready, _, _ = select.select([fd], [], [], min(wait, max(0.0, deadline - now)))
-        if not ready:
-            continue
-        try:
-            data = os.read(fd, READ_SIZE)
-        except OSError:  # EIO: every holder of the PTY has closed it
-            data = b""
-        if not data:
-            # Nobody holds the PTY any more; the child is exiting. Give it until the deadline.
-            while proc.isalive():
-                if time.monotonic() >= deadline:
-                    return True
-                time.sleep(0.005)
-            return False
-        take(data)
+        if exited_at is None:
+            if now >= deadline:
+                return True
+            terminal.wait(deadline - now if terminal.pidfd is not None else POLL_SECS)
+        else:
+            left = exited_at + DRAIN_SECS - now
+            if not terminal.open or left <= 0:
+                return False
+            terminal.wait(left)
 
 
-def _kill_tree(proc: PtyProcess, before: set[int], grace_secs: float) -> None:
-    """TERM the child's group and every new descendant, wait up to `grace_secs`, then KILL.
+@dataclass(frozen=True)
+class _Proc:
+    """One line of /proc/<pid>/stat, the fields we need."""
 
-    With this process a subreaper, every descendant of the run stays in our process tree even
-    after its parent dies or it calls setsid(), so walking the tree finds all of them.
-    """
-    me = os.getpid()
-
-    def new() -> set[int]:
-        # The child itself is reaped by ptyprocess (which keeps its exit status), not here.
-        return {p for p in _descendants(me) if p not in before and p != proc.pid}
-
-    def send(sig: int, pids: set[int]) -> None:
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-    alive = {p for p in new() if _is_running(p)} | ({proc.pid} if proc.isalive() else set())
-    if not alive:
-        _reap(new())
-        return
-    send(signal.SIGTERM, alive)
-    deadline = time.monotonic() + grace_secs
-    while time.monotonic() < deadline:
-        _reap(new())
-        alive = {p for p in new() if _is_running(p)} | ({proc.pid} if proc.isalive() else set())
-        if not alive:
-            return
-        time.sleep(0.02)
-    send(signal.SIGKILL, alive)
-    end = time.monotonic() + 2.0
-    while time.monotonic() < end:
-        _reap(new())
-        if not proc.isalive() and not any(_is_running(p) for p in new()):
-            return
-        time.sleep(0.02)
+    pid: int
+    state: str
+    ppid: int
+    pgrp: int
+    session: int
+    start: int  # clock ticks after boot
 
 
-def _reap(pids: set[int]) -> None:
-    for pid in pids:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass  # not our child (yet), or already reaped
-
-
-def _children(pid: int) -> set[int]:
-    """Direct children of `pid` (Linux /proc)."""
-    found: set[int] = set()
+def _processes() -> list[_Proc]:
+    """Every process visible in /proc (none where there is no /proc)."""
     try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{task}/children") as handle:
-                    found.update(int(p) for p in handle.read().split())
-            except OSError:
-                continue
+        names = os.listdir("/proc")
     except OSError:
-        return set()
+        return []
+    found = []
+    for name in names:
+        if name.isdigit():
+            proc = _read_stat(int(name))
+            if proc is not None:
+                found.append(proc)
     return found
 
 
-def _descendants(pid: int) -> set[int]:
-    seen: set[int] = set()
-    todo = list(_children(pid))
-    while todo:
-        child = todo.pop()
-        if child not in seen:
-            seen.add(child)
-            todo.extend(_children(child))
-    return seen
-
-
-def _is_running(pid: int) -> bool:
+def _read_stat(pid: int) -> _Proc | None:
     try:
-        with open(f"/proc/{pid}/stat") as handle:
-            state = handle.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            raw = handle.read()
+        # the command name, in parentheses, may itself contain ")" and spaces
+        fields = raw.rsplit(b")", 1)[1].split()
+        ppid, pgrp, session, start = (int(fields[i]) for i in (1, 2, 3, 19))
+        return _Proc(pid, fields[0].decode(), ppid, pgrp, session, start)
+    except (OSError, IndexError, ValueError):
+        return None
 
 
-def _status(
-    proc: PtyProcess, timed_out: bool, grace_secs: float, before: set[int]
-) -> tuple[int | None, int | None]:
-    """Kill what is left of the run, then the child's exit status (None when it was killed)."""
-    _kill_tree(proc, before, grace_secs)
-    try:
-        proc.wait()
-    except Exception:  # noqa: BLE001 - ptyprocess already reaped it
-        pass
-    sig = proc.signalstatus
+class _RunTree:
+    """The processes one run started: the child's subtree, and its orphans re-parented to us.
+
+    A child of ours belongs to the run if it was not our child before the spawn, started no
+    earlier than the run's child, and is outside our session (a run's processes can never
+    join our session; a child another thread of ours starts normally stays in it).
+    """
+
+    def __init__(self, child: int, before: Mapping[int, int]) -> None:
+        self.me = os.getpid()
+        self.session = os.getsid(0)
+        self.child = child
+        self.before = before
+        stat = _read_stat(child)
+        self.child_start = stat.start if stat is not None else 0
+        self.procfs = stat is not None  # without /proc, only the process group is seen
+
+    def group_alive(self) -> bool:
+        """Whether the child's process group still has a member (for use without /proc)."""
+        try:
+            os.killpg(self.child, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    def members(self) -> list[_Proc]:
+        """The run's processes now, zombies included (the child only until it is reaped)."""
+        by_parent: dict[int, list[_Proc]] = {}
+        for proc in _processes():
+            by_parent.setdefault(proc.ppid, []).append(proc)
+        todo = [p for p in by_parent.get(self.me, []) if self._started_by_run(p)]
+        found: dict[int, _Proc] = {}
+        while todo:
+            proc = todo.pop()
+            if proc.pid not in found:
+                found[proc.pid] = proc
+                todo.extend(by_parent.get(proc.pid, []))
+        return list(found.values())
+
+    def _started_by_run(self, proc: _Proc) -> bool:
+        return (
+            self.before.get(proc.pid) != proc.start
+            and proc.start >= self.child_start
+            and proc.session != self.session
+        )
+
+    def reap(self, members: list[_Proc]) -> set[int]:
+        """Reap the run's zombies that are our children; the pids reaped.
+
+        The child itself is left to ptyprocess, which keeps its exit status.
+        """
+        reaped = set()
+        for proc in members:
+            if proc.state in "ZX" and proc.ppid == self.me and proc.pid != self.child:
+                try:
+                    if os.waitpid(proc.pid, os.WNOHANG)[0] == proc.pid:
+                        reaped.add(proc.pid)
+                except ChildProcessError:  # already reaped
+                    reaped.add(proc.pid)
+        return reaped
+
+
+def _end_run(
+    proc: PtyProcess, tree: _RunTree, terminal: _Terminal | None, grace_secs: float
+) -> None:
+    """TERM what is left of the run, KILL it after `grace_secs`, reap it; bounded in time.
+
+    Output that arrives meanwhile is still read (when `terminal` is given).
+    """
+    kill_at = time.monotonic() + grace_secs
+    give_up = kill_at + KILL_WAIT_SECS
+    termed: set[int] = set()
+    group_termed = False
+    while True:
+        proc.isalive()  # reaps the child once it has exited
+        members = tree.members()
+        reaped = tree.reap(members)
+        left = [p for p in members if p.pid not in reaped]
+        group = not tree.procfs and tree.group_alive()
+        now = time.monotonic()
+        if not (left or group) or now >= give_up:
+            return
+        live = [p for p in left if p.state not in "ZX"]
+        fresh = [p for p in live if p.pid not in termed]
+        if now >= kill_at:
+            _signal(live, tree.child, signal.SIGKILL, group)
+        elif fresh or (group and not group_termed):
+            # CONT too: a stopped process acts on TERM only once continued
+            for sig in (signal.SIGTERM, signal.SIGCONT):
+                _signal(fresh, tree.child, sig, group)
+            termed.update(p.pid for p in fresh)
+            group_termed = group
+        if terminal is not None and terminal.open:
+            terminal.wait(POLL_SECS)
+        else:
+            time.sleep(POLL_SECS)
+
+
+def _signal(procs: list[_Proc], group: int, sig: int, blind: bool = False) -> None:
+    """Send `sig` to `procs`, and to the child's process group while one of them is in it.
+
+    The group signal also reaches a process forked after the last look at /proc. It is sent
+    only while a member is seen (or `blind`ly, without /proc), so that a pid reused after the
+    group emptied is never signalled.
+    """
+    targets = {p.pid for p in procs}
+    if blind or any(p.pgrp == group for p in procs):
+        try:
+            os.killpg(group, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid in targets:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _status(proc: PtyProcess, timed_out: bool) -> tuple[int | None, int | None]:
+    """(exit code, signal): the code is None when the run timed out or a signal ended it."""
+    if proc.isalive():  # survived SIGKILL: nothing to report
+        return None, None
+    sig: int | None = proc.signalstatus
     if timed_out or sig is not None:
         return None, sig
-    return proc.exitstatus, None
+    code: int | None = proc.exitstatus
+    return code, None

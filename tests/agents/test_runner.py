@@ -2,56 +2,144 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import signal
+import subprocess
+import sys
+import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from llmtt.agents.runner import run_in_pty
+from llmtt.agents.runner import ProcessResult, run_in_pty
 
 ENV = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
 
+# A descendant to leave behind. It ignores SIGHUP, which the kernel sends the terminal's
+# process group when the session leader exits, so only the runner can end it. It writes its
+# pid atomically, then prints a line and holds the PTY open.
+HELPER = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    mode, pidfile = sys.argv[1], sys.argv[2]
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    if mode == "daemon" and os.fork():
+        os._exit(0)
+    if mode in ("setsid", "daemon"):
+        os.setsid()
+    if mode == "stubborn":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with open(pidfile + ".tmp", "w") as handle:
+        handle.write(str(os.getpid()))
+    os.rename(pidfile + ".tmp", pidfile)
+    print(mode, "started", flush=True)
+    time.sleep(300)
+    """
+)
 
-def run(script: str, tmp_path: Path, timeout: float = 10, **kw: object):  # type: ignore[no-untyped-def]
+
+def run(script: str, tmp_path: Path, timeout: float = 10, **kw: object) -> ProcessResult:
     return run_in_pty(["sh", "-c", script], cwd=tmp_path, env=ENV, timeout_secs=timeout, **kw)  # type: ignore[arg-type]
 
 
-def gone(pid: int) -> bool:
+def leave_behind(tmp_path: Path, mode: str, name: str = "left.pid") -> str:
+    """Shell that starts HELPER in the background and waits until its pid file exists."""
+    (tmp_path / "helper.py").write_text(HELPER)
+    return (
+        f"'{sys.executable}' helper.py {mode} {name} & "
+        f"while [ ! -e {name} ]; do sleep 0.01; done; echo ready; "
+    )
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` exists at all; a zombie counts, since the runner must reap what it kills."""
+    return Path(f"/proc/{pid}").exists()
+
+
+@contextlib.contextmanager
+def cleanup(*pidfiles: Path) -> Iterator[None]:
+    """Kill and reap whatever a failing test leaves, so one failure does not leak sleepers."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state == "Z"
+        yield
+    finally:
+        for path in pidfiles:
+            if path.exists():
+                pid = int(path.read_text())
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                    time.sleep(0.05)
+                    os.waitpid(pid, os.WNOHANG)
 
 
-def test_output_exit_code_and_newlines(tmp_path: Path) -> None:
+def test_output_exit_codes_and_newlines(tmp_path: Path) -> None:
     ok = run("printf 'one\\ntwo\\n'", tmp_path)
-    assert (ok.exit_code, ok.timed_out, ok.signal) == (0, False, None)
+    assert (ok.exit_code, ok.signal, ok.timed_out) == (0, None, False)
     assert ok.output == "one\ntwo\n"
-    bad = run("echo oops; exit 3", tmp_path)
-    assert bad.exit_code == 3 and bad.output == "oops\n"
+    bad = run("echo hi; exit 3", tmp_path)
+    assert (bad.exit_code, bad.output) == (3, "hi\n")
 
 
-def test_env_cwd_and_stdin_eof(tmp_path: Path) -> None:
+def test_death_by_signal_has_no_exit_code(tmp_path: Path) -> None:
+    result = run("echo going; kill -KILL $$", tmp_path)
+    assert (result.exit_code, result.signal, result.timed_out) == (None, 9, False)
+    assert result.output == "going\n"
+
+
+def test_env_and_cwd_are_honoured(tmp_path: Path) -> None:
     result = run_in_pty(
-        ["sh", "-c", "echo $DEMO; pwd; cat"],
+        ["sh", "-c", "echo $DEMO; pwd; echo ${HOME:-unset}"],
         cwd=tmp_path,
         env={**ENV, "DEMO": "xyz"},
         timeout_secs=5,
     )
-    assert result.exit_code == 0 and not result.timed_out
-    assert result.output.splitlines()[:2] == ["xyz", str(tmp_path)]
+    assert result.output.splitlines() == ["xyz", str(tmp_path), "unset"]
+
+
+def test_command_is_found_in_the_env_path_and_cwd(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for path in (tools / "only-here", tmp_path / "local.sh"):
+        path.write_text("#!/bin/sh\necho from $0\n")
+        path.chmod(0o755)
+    env = {**ENV, "PATH": f"{tools}:{ENV['PATH']}"}
+    found = run_in_pty(["only-here"], cwd=tmp_path, env=env, timeout_secs=5)
+    assert found.output == f"from {tools / 'only-here'}\n"
+    local = run_in_pty(["./local.sh"], cwd=tmp_path, env=ENV, timeout_secs=5)
+    assert local.exit_code == 0 and local.output.startswith("from ")
+
+
+def test_missing_command_or_directory_raises(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no-such-tool"):
+        run_in_pty(["no-such-tool"], cwd=tmp_path, env=ENV, timeout_secs=5)
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        run_in_pty(["true"], cwd=tmp_path / "nowhere", env=ENV, timeout_secs=5)
+
+
+def test_stdin_gets_eof_at_once(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = run("cat; echo after", tmp_path, timeout=10)
+    assert time.monotonic() - started < 2
+    assert (result.exit_code, result.timed_out, result.output) == (0, False, "after\n")
+
+
+@pytest.mark.parametrize("data", [b"abc\ndef\n", b"abc\ndef"])
+def test_stdin_data_is_typed_then_eof(tmp_path: Path, data: bytes) -> None:
+    result = run("cat; echo; echo after", tmp_path, timeout=10, stdin_data=data)
+    assert not result.timed_out
+    assert result.output.split() == ["abc", "def", "after"]
 
 
 def test_transcript_and_callback_receive_raw_bytes(tmp_path: Path) -> None:
     transcript = io.BytesIO()
     seen: list[bytes] = []
-    result = run("echo hello", tmp_path, transcript=transcript, on_output=seen.append)
-    assert transcript.getvalue() == b"hello\r\n"
-    assert b"".join(seen) == b"hello\r\n"
-    assert result.output == "hello\n"
+    result = run("echo hello; echo ünï", tmp_path, transcript=transcript, on_output=seen.append)
+    assert transcript.getvalue() == "hello\r\nünï\r\n".encode()
+    assert b"".join(seen) == transcript.getvalue()
+    assert result.output == "hello\nünï\n"
 
 
 def test_timeout_kills_and_keeps_partial_output(tmp_path: Path) -> None:
@@ -65,44 +153,101 @@ def test_timeout_kills_and_keeps_partial_output(tmp_path: Path) -> None:
 def test_term_ignoring_child_is_killed_within_five_seconds(tmp_path: Path) -> None:
     started = time.monotonic()
     result = run("trap '' TERM; echo stubborn; sleep 30", tmp_path, timeout=1)
-    assert result.timed_out and time.monotonic() - started < 5
+    assert time.monotonic() - started < 5
+    assert result.timed_out and (result.exit_code, result.signal) == (None, signal.SIGKILL)
+    assert result.output == "stubborn\n"
 
 
+def test_plain_background_job_is_killed_and_reaped(tmp_path: Path) -> None:
+    with cleanup(tmp_path / "bg.pid"):
+        started = time.monotonic()
+        result = run("sleep 300 & echo $! > bg.pid; echo bg; exit 0", tmp_path)
+        assert time.monotonic() - started < 2
+        assert (result.exit_code, result.output) == (0, "bg\n")
+        assert not alive(int((tmp_path / "bg.pid").read_text()))
+
+
+@pytest.mark.parametrize("mode", ["group", "setsid", "daemon", "stubborn"])
 @pytest.mark.parametrize("ends", ["exits", "times out"])
-def test_background_and_setsid_grandchildren_do_not_survive(tmp_path: Path, ends: str) -> None:
-    tail = "exit 0" if ends == "exits" else "sleep 30"
-    script = (
-        "sleep 300 & echo $! > bg.pid; "
-        "python3 -c 'import os,time; os.setsid(); "
-        'open("sid.pid","w").write(str(os.getpid())); time.sleep(300)\' & '
-        "while [ ! -s sid.pid ]; do sleep 0.05; done; echo ready; " + tail
-    )
-    started = time.monotonic()
-    result = run(script, tmp_path, timeout=3)
-    assert time.monotonic() - started < 8
-    assert "ready" in result.output
-    assert result.timed_out is (ends == "times out")
-    for name in ("bg.pid", "sid.pid"):
-        pid = int((tmp_path / name).read_text())
-        deadline = time.monotonic() + 2
-        while not gone(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert gone(pid), f"{name}: process {pid} survived the run"
+def test_left_behind_descendants_do_not_survive(tmp_path: Path, mode: str, ends: str) -> None:
+    """group: same process group; setsid: own session; daemon: double fork; stubborn: no TERM."""
+    script = leave_behind(tmp_path, mode) + ("exit 0" if ends == "exits" else "sleep 30")
+    with cleanup(tmp_path / "left.pid"):
+        started = time.monotonic()
+        result = run(script, tmp_path, timeout=1.5)
+        elapsed = time.monotonic() - started
+        assert f"{mode} started" in result.output and "ready" in result.output
+        if ends == "exits":
+            # the descendant holds the PTY open: draining must not wait for it
+            assert (result.exit_code, result.timed_out) == (0, False)
+            assert elapsed < (2.5 if mode == "stubborn" else 1.5)
+        else:
+            assert result.timed_out and result.exit_code is None
+            assert elapsed < 1.5 + 5
+        assert not alive(int((tmp_path / "left.pid").read_text()))
 
 
-def test_large_output_is_captured_completely(tmp_path: Path) -> None:
-    result = run("head -c 5000000 /dev/zero | tr '\\0' a", tmp_path, timeout=30)
-    assert result.exit_code == 0
-    assert len(result.output) == 5_000_000
+def test_callback_failure_still_ends_the_run(tmp_path: Path) -> None:
+    def explode(data: bytes) -> None:
+        if b"ready" in data:
+            raise RuntimeError("callback failed")
+
+    with cleanup(tmp_path / "left.pid"):
+        with pytest.raises(RuntimeError, match="callback failed"):
+            run(leave_behind(tmp_path, "setsid") + "sleep 30", tmp_path, on_output=explode)
+        assert not alive(int((tmp_path / "left.pid").read_text()))
 
 
 def test_unrelated_children_of_the_caller_are_spared(tmp_path: Path) -> None:
-    import subprocess
+    """Children from before the run, their children, and one started during it all live on."""
+    own_session = subprocess.Popen(["sleep", "30"])
+    new_session = subprocess.Popen(
+        ["sh", "-c", "sleep 30 & echo $! > by.pid; wait"], cwd=tmp_path, start_new_session=True
+    )
+    during: list[subprocess.Popen[bytes]] = []
 
-    bystander = subprocess.Popen(["sleep", "30"])
+    def start_one(data: bytes) -> None:
+        if not during:
+            during.append(subprocess.Popen(["sleep", "30"]))
+
     try:
-        run("sleep 300 & exit 0", tmp_path)
-        assert bystander.poll() is None
+        while not (tmp_path / "by.pid").exists():
+            time.sleep(0.01)
+        run(leave_behind(tmp_path, "setsid") + "exit 0", tmp_path, on_output=start_one)
+        assert not alive(int((tmp_path / "left.pid").read_text()))
+        assert own_session.poll() is None and new_session.poll() is None
+        assert during and during[0].poll() is None
+        assert alive(int((tmp_path / "by.pid").read_text()))
     finally:
-        bystander.kill()
-        bystander.wait(timeout=5)
+        for proc in [own_session, new_session, *during]:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL) if proc is new_session else proc.kill()
+            proc.wait(timeout=5)
+
+
+def test_a_forked_worker_catches_setsid_descendants_too(tmp_path: Path) -> None:
+    """doit -n forks workers; the subreaper attribute is not inherited, each must set it."""
+    run("true", tmp_path)  # this process becomes a subreaper before forking
+    with cleanup(tmp_path / "left.pid"):
+        worker = os.fork()
+        if worker == 0:  # pragma: no cover - the worker reports through its exit status
+            code = 3
+            try:
+                run(leave_behind(tmp_path, "setsid") + "exit 0", tmp_path)
+                code = 1 if alive(int((tmp_path / "left.pid").read_text())) else 0
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 20
+        while (status := os.waitpid(worker, os.WNOHANG))[0] == 0:
+            if time.monotonic() > deadline:
+                os.kill(worker, signal.SIGKILL)
+            time.sleep(0.02)
+        assert os.waitstatus_to_exitcode(status[1]) == 0, "the worker's descendant survived"
+
+
+def test_large_output_is_captured_completely_and_quickly(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = run("head -c 5000000 /dev/zero | tr '\\0' a", tmp_path, timeout=30)
+    assert time.monotonic() - started < 5
+    assert result.exit_code == 0
+    assert len(result.output) == 5_000_000 and set(result.output) == {"a"}

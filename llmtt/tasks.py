@@ -21,6 +21,8 @@ from doit import get_var
 from doit.dependency import UptodateCalculator
 from doit.exceptions import TaskFailed
 
+from llmtt.atomic import read_json
+from llmtt.budget import Ledger, budget_limit, events_cost, expected_cost, read_history
 from llmtt.errors import LlmttError
 from llmtt.plan import Key, Plan, Run, Selection, build_plan
 from llmtt.project import load_project
@@ -158,6 +160,18 @@ DOIT_CONFIG: dict[str, Any] = {
 PLAN.project.results_dir.mkdir(parents=True, exist_ok=True)
 
 
+def _ledger() -> Ledger | None:
+    """This invocation's session budget, shared by parallel workers through a locked file."""
+    try:
+        limit = budget_limit(PLAN.project.config.budget.max_usd, get_var("budget", None))
+    except LlmttError as exc:
+        sys.stderr.write(f"llmtt: {exc}\n")
+        raise SystemExit(2) from None
+    if limit is None or SHOW_STATUS:
+        return None
+    return Ledger.create(PLAN.project.results_dir / ".llmtt-cache" / "budget.json", limit)
+
+
 def task_llmtt() -> Iterator[dict[str, Any]]:
     """Every run's layers and the aggregate."""
     for run in PLAN.runs:
@@ -192,6 +206,7 @@ def _status_is_shown() -> bool:
 
 
 SHOW_STATUS = _status_is_shown()
+LEDGER = _ledger()
 
 
 def _run_tasks(run: Run) -> Iterator[dict[str, Any]]:
@@ -286,7 +301,10 @@ def _guarded(action: Callable[..., Any]) -> Callable[..., Any]:
 def _agent_action(run: Run) -> dict[str, Any]:
     from llmtt.execute import execute_run
 
+    amount = _reserve(run, f"{run.run_id}:agent", _agent_cost_hold) if _paid_agent(run) else None
     record = execute_run(PLAN.project, run)
+    if LEDGER is not None and amount is not None:
+        LEDGER.settle(f"{run.run_id}:agent", events_cost(run.dir / "events.jsonl"), amount)
     if record["status"] == "error":
         # Carried on to evaluate, report (which fails the run with the reason) and aggregate,
         # so the reports show it; KeyCheck keeps the agent layer pending.
@@ -307,7 +325,13 @@ def _evaluate_action(run: Run) -> None:
 def _judge_action(run: Run) -> None:
     from llmtt.evaluation.evaluate import judge_run
 
+    assert run.judge is not None
+    key = f"{run.run_id}:judge"
+    amount = _reserve(run, key, _judge_cost_hold) if _paid_model(run.judge.model) else None
     record = judge_run(PLAN.project, run)
+    if LEDGER is not None and amount is not None:
+        judged = read_json(run.dir / "judge.json")
+        LEDGER.settle(key, judged.get("cost_usd"), amount)
     if record["outcome"] != "error":
         print(f"llmtt: {run.run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
 
@@ -342,6 +366,42 @@ def _aggregate_action(plan: Plan) -> TaskFailed | None:
             f"{len(errored)} run(s) could not be carried out (they stay pending):\n{lines}"
         )
     return None
+
+
+def _paid_model(model: str | None) -> bool:
+    return model is not None and model != "scripted"
+
+
+def _paid_agent(run: Run) -> bool:
+    from llmtt.agents.registry import make_agent
+
+    return _paid_model(run.model) and not make_agent(PLAN.project, run.agent).free
+
+
+def _agent_cost_hold(run: Run) -> float:
+    """What a paid run holds while it runs: its own limit, else its expected cost."""
+    if run.scenario.spec.cost.max_usd is not None:
+        return run.scenario.spec.cost.max_usd
+    history = read_history(PLAN.project.results_dir / "results.jsonl")
+    return expected_cost(run, history, PLAN.project.config.models) or 0.0
+
+
+def _judge_cost_hold(run: Run) -> float:
+    from llmtt.models import resolve_model
+
+    assert run.judge is not None
+    tokens = PLAN.project.config.judge.max_transcript_chars // 4 + 2_000
+    cost = resolve_model(run.judge.model, PLAN.project.config.models).cost(2 * tokens, 1_000)
+    return cost or 0.0
+
+
+def _reserve(run: Run, key: str, hold: Callable[[Run], float]) -> float | None:
+    """Hold money for a paid step in the session budget (BudgetExhausted when it is spent)."""
+    if LEDGER is None:
+        return None
+    amount = hold(run)
+    LEDGER.reserve(key, amount)
+    return amount
 
 
 def _remove_dir(path: Path) -> None:

@@ -305,6 +305,7 @@ class _RunTree:
         self.session = os.getsid(0)
         self.child = child
         self.before = before
+        global _DONE
         stat = _read_stat(child)
         self.child_start = stat.start if stat is not None else 0
         self.procfs = stat is not None  # without /proc, only the process group is seen

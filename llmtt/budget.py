@@ -1,0 +1,138 @@
+"""Money: the session budget shared by parallel runs through a locked ledger, and estimates.
+
+Each paid run reserves its cost before it starts — the scenario's `cost.max_usd` when it has
+one, else the expected cost — and settles the real cost when it ends. A run starts only while
+spent + reserved stays under the budget, so the total overshoots the budget by at most the
+last admitted run's own limit.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llmtt.errors import LlmttError
+from llmtt.plan import Run
+
+
+class BudgetExhausted(LlmttError):
+    """No money left in this invocation's budget for another paid run."""
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """One invocation's ledger file: budget, what was spent, what running runs reserved."""
+
+    path: Path
+    budget: float
+
+    @classmethod
+    def create(cls, path: Path, budget: float) -> Ledger:
+        """A fresh ledger for a new invocation."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"budget": budget, "spent": 0.0, "reserved": {}}))
+        return cls(path, budget)
+
+    @contextmanager
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        with open(self.path, "r+", encoding="utf-8") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                state: dict[str, Any] = json.load(handle)
+                yield state
+                handle.seek(0)
+                handle.truncate()
+                json.dump(state, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def reserve(self, key: str, amount: float) -> None:
+        """Hold `amount` for a run about to start, or raise BudgetExhausted."""
+        with self._locked() as state:
+            committed = state["spent"] + sum(state["reserved"].values())
+            if committed >= self.budget:
+                raise BudgetExhausted(
+                    f"budget exhausted: spent ${state['spent']:.4f} of ${self.budget:.4f} "
+                    f"(${sum(state['reserved'].values()):.4f} held by running runs); "
+                    "this run stays pending for the next invocation"
+                )
+            state["reserved"][key] = amount
+
+    def settle(self, key: str, cost: float | None, fallback: float) -> None:
+        """Replace a run's reservation by what it really cost (its reservation if unknown)."""
+        with self._locked() as state:
+            held = state["reserved"].pop(key, fallback)
+            state["spent"] = round(state["spent"] + (cost if cost is not None else held), 8)
+
+    def spent(self) -> float:
+        """Money spent so far in this invocation."""
+        with self._locked() as state:
+            return float(state["spent"])
+
+
+def budget_limit(config_max: float | None, variable: str | None) -> float | None:
+    """The session budget: the doit variable, else LLMTT_BUDGET_USD, else [budget] max_usd."""
+    for source in (variable, os.environ.get("LLMTT_BUDGET_USD")):
+        if source:
+            try:
+                value = float(source)
+            except ValueError:
+                raise LlmttError(f"budget must be a number of US dollars, not {source!r}") from None
+            if value < 0:
+                raise LlmttError("budget must not be negative")
+            return value
+    return config_max
+
+
+def expected_cost(run: Run, history: list[dict[str, Any]], models: Any) -> float | None:
+    """What a pending run is expected to cost: the mean of earlier runs of the same scenario,
+    agent and model, else a token estimate from the prompt and fixture size; None if unknown."""
+    from llmtt.models import SCRIPTED, resolve_model
+
+    if run.model is None or run.model == SCRIPTED:
+        return 0.0
+    earlier: list[float] = [
+        r["cost_usd"]
+        for r in history
+        if (r.get("scenario"), r.get("agent"), r.get("model"))
+        == (run.scenario.name, run.agent, run.model)
+        and r.get("cost_usd") is not None
+    ]
+    if earlier:
+        return round(sum(earlier) / len(earlier), 6)
+    fixture = run.scenario.fixture_dir
+    size = sum(p.stat().st_size for p in fixture.rglob("*") if p.is_file()) if fixture else 0
+    # Every turn re-reads the conversation: prompt, guidance-sized context and outputs so far.
+    per_turn = (len(run.scenario.spec.task.prompt) + min(size, 200_000)) // 4 + 2_000
+    turns = max(1, run.max_turns // 2)
+    model = resolve_model(run.model, models)
+    return model.cost(per_turn * turns, 400 * turns)
+
+
+def read_history(path: Path) -> list[dict[str, Any]]:
+    """Every record of results.jsonl (missing file: none)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def events_cost(path: Path) -> float | None:
+    """What a run's usage events add up to; None when any turn's cost is unknown."""
+    total = 0.0
+    if not path.exists():
+        return 0.0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        event = json.loads(line)
+        if event.get("event") == "usage":
+            if event.get("cost_usd") is None:
+                return None
+            total += float(event["cost_usd"])
+    return round(total, 8)

@@ -26,10 +26,17 @@ def main(argv: list[str] | None = None) -> int:
     server.add_argument("scenario", type=Path, help="scenario file whose `solution` to play")
     server.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     server.add_argument("--log", type=Path, help="append each request to this JSON-lines file")
+    estimate = sub.add_parser("estimate", help="expected cost of the pending runs, before spending")
+    estimate.add_argument("project", nargs="?", default=".", type=Path)
+    for name in ("scenario", "tag", "agent", "model", "variant"):
+        estimate.add_argument(f"--{name}", action="append", default=[], help="repeatable")
+    estimate.add_argument("--repeats", type=int)
     args = parser.parse_args(argv)
     try:
         if args.command == "validate":
             return _validate(args.project)
+        if args.command == "estimate":
+            return _estimate(args)
         if args.command == "scripted-server":
             return _scripted_server(args.scenario, args.port, args.log)
         return _schema(args.out)
@@ -49,6 +56,43 @@ def _validate(root: Path) -> int:
     print(
         f"ok: {root / 'llmtt.toml'}, {len(project.scenarios)} scenarios, "
         f"{len(project.rubrics)} rubrics, {len(plan.runs)} runs planned"
+    )
+    return 0
+
+
+def _estimate(args: argparse.Namespace) -> int:
+    from llmtt.atomic import read_json
+    from llmtt.budget import expected_cost, read_history
+    from llmtt.plan import Selection, build_plan
+    from llmtt.project import load_project
+
+    project = load_project(args.project)
+    selection = Selection(
+        scenarios=tuple(args.scenario),
+        tags=tuple(args.tag),
+        agents=tuple(args.agent),
+        models=tuple(args.model),
+        variants=tuple(args.variant),
+        repeats=args.repeats,
+    )
+    plan = build_plan(project, selection)
+    history = read_history(project.results_dir / "results.jsonl")
+    pending = []
+    for run in plan.runs:
+        done = run.dir / "result.json"
+        if done.exists():
+            record = read_json(done)
+            if record.get("key") == run.agent_key and record.get("outcome") != "error":
+                continue
+        pending.append((run, expected_cost(run, history, project.config.models)))
+    known = [c for _, c in pending if c is not None]
+    for run, cost in pending:
+        shown = "unknown" if cost is None else f"${cost:.4f}"
+        print(f"{shown:>10}  {run.run_id}")
+    unknown = len(pending) - len(known)
+    print(
+        f"{len(pending)} pending of {len(plan.runs)} runs; expected total ${sum(known):.4f}"
+        + (f" (+ {unknown} runs of unknown cost: no price for their model)" if unknown else "")
     )
     return 0
 

@@ -93,6 +93,13 @@ def load_project(root: Path) -> Project:
             problems.extend(exc.problems)
     project = Project(root, config, scenarios, {})
     problems.extend(_cross_check(project))
+    rubric_dir = root / config.paths.rubrics
+    for path in sorted(rubric_dir.glob("*.y*ml")) if rubric_dir.is_dir() else []:
+        if path not in project.rubrics:  # unused rubrics are checked too
+            try:
+                project.rubrics[path] = load_rubric(path)
+            except ConfigError as exc:
+                problems.extend(exc.problems)
     if problems:
         raise ConfigError(problems)
     warnings = [

@@ -248,7 +248,7 @@ def _until_exit(proc: PtyProcess, terminal: _Terminal, deadline: float) -> bool:
             terminal.wait(deadline - now if terminal.pidfd is not None else POLL_SECS)
         else:
             left = exited_at + DRAIN_SECS - now
-            if not terminal.open or left <= 0:
+            if not terminal.open:
                 return False
             terminal.wait(left)
 
@@ -305,7 +305,6 @@ class _RunTree:
         self.session = os.getsid(0)
         self.child = child
         self.before = before
-        global _DONE
         stat = _read_stat(child)
         self.child_start = stat.start if stat is not None else 0
         self.procfs = stat is not None  # without /proc, only the process group is seen

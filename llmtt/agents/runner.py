@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import os
 import select
-import shutil
 import signal
 import termios
 import time
@@ -71,9 +70,9 @@ def run_in_pty(
     this process must not start new-session children (start_new_session) during a run: they
     would be taken for the run's own.
     """
-    executable = _executable(argv, cwd, env)
     if not cwd.is_dir():
         raise FileNotFoundError(f"working directory {cwd} does not exist")
+    executable = _executable(argv, cwd, env)
     _become_subreaper()
     me = os.getpid()
     before = {p.pid: p.start for p in _processes() if p.ppid == me}
@@ -123,21 +122,24 @@ def run_in_pty(
 
 
 def _executable(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> str:
-    """`argv[0]` as a path, found the way the child's own PATH would find it.
+    """`argv[0]` as an absolute path, found as the child would: `env`'s PATH, from `cwd`.
 
-    ptyprocess would search our PATH, and resolve "./x" against our working directory.
+    ptyprocess would search our own PATH, and resolve "./x" against our working directory.
     """
     if not argv:
         raise ValueError("run_in_pty needs a command (argv is empty)")
     command = argv[0]
     if os.sep in command:
-        path = cwd / command
-        found = str(path) if os.access(path, os.X_OK) and path.is_file() else None
-    else:
-        found = shutil.which(command, path=env.get("PATH", os.defpath))
-    if found is None:
-        raise FileNotFoundError(f"command {command!r} not found or not executable (PATH of env)")
-    return found
+        candidates = [cwd / command]
+    else:  # an empty PATH entry means the working directory
+        path = env.get("PATH", os.defpath).split(os.pathsep)
+        candidates = [cwd / (entry or ".") / command for entry in path]
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate.absolute())
+    raise FileNotFoundError(
+        f"command {command!r} not found, or not executable, on the PATH given (from {cwd})"
+    )
 
 
 def _become_subreaper() -> bool:
@@ -165,8 +167,10 @@ def _pidfd(pid: int) -> int | None:
 def _stdin_bytes(fd: int, data: bytes | None) -> bytes:
     """What to type: the data, then the terminal's EOF character where read() sees EOF."""
     try:
-        eof = bytes(termios.tcgetattr(fd)[6][termios.VEOF])
-    except (termios.error, OSError, IndexError, TypeError):
+        eof = termios.tcgetattr(fd)[6][termios.VEOF]
+    except (termios.error, OSError, IndexError):
+        eof = _EOF
+    if not isinstance(eof, bytes) or eof in (b"", b"\0"):  # "\0": the key is disabled
         eof = _EOF
     if not data:
         return eof
@@ -194,14 +198,15 @@ class _Terminal:
         self.poller.register(pidfd, select.POLLIN)
 
     def wait(self, timeout: float) -> None:
-        """Handle what is ready, waiting at most `timeout` seconds for something to be."""
-        for fd, events in self.poller.poll(max(0.0, timeout) * 1000):
+        """Handle what is ready, waiting at most `timeout` seconds (capped at 1) for it."""
+        for fd, events in self.poller.poll(min(max(0.0, timeout), 1.0) * 1000):
             if fd == self.pidfd:  # stays readable once the child exited: stop watching
                 self.poller.unregister(fd)
                 self.pidfd = None
-            elif events & select.POLLOUT and self.pending:
+                continue
+            if events & select.POLLOUT and self.pending:
                 self._write()
-            elif events & (select.POLLIN | select.POLLHUP | select.POLLERR):
+            if events & (select.POLLIN | select.POLLHUP | select.POLLERR) and self.open:
                 self._read()
 
     def _read(self) -> None:
@@ -248,7 +253,7 @@ def _until_exit(proc: PtyProcess, terminal: _Terminal, deadline: float) -> bool:
             terminal.wait(deadline - now if terminal.pidfd is not None else POLL_SECS)
         else:
             left = exited_at + DRAIN_SECS - now
-            if not terminal.open:
+            if not terminal.open or left <= 0:
                 return False
             terminal.wait(left)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 import signal
 import subprocess
@@ -29,7 +30,7 @@ HELPER = textwrap.dedent(
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     if mode == "daemon" and os.fork():
         os._exit(0)
-    if mode in ("setsid", "daemon"):
+    if mode in ("setsid", "daemon", "stopped"):
         os.setsid()
     if mode == "stubborn":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -37,6 +38,8 @@ HELPER = textwrap.dedent(
         handle.write(str(os.getpid()))
     os.rename(pidfile + ".tmp", pidfile)
     print(mode, "started", flush=True)
+    if mode == "stopped":
+        os.kill(os.getpid(), signal.SIGSTOP)
     time.sleep(300)
     """
 )
@@ -60,6 +63,19 @@ def alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()
 
 
+def reap(pid: int) -> None:
+    """Wait up to 1 s for `pid`, if it is (or becomes) a child of this process, and reap it."""
+    deadline = time.monotonic() + 1
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return
+        except ChildProcessError:
+            if not alive(pid):
+                return
+        time.sleep(0.01)
+
+
 @contextlib.contextmanager
 def cleanup(*pidfiles: Path) -> Iterator[None]:
     """Kill and reap whatever a failing test leaves, so one failure does not leak sleepers."""
@@ -69,10 +85,9 @@ def cleanup(*pidfiles: Path) -> Iterator[None]:
         for path in pidfiles:
             if path.exists():
                 pid = int(path.read_text())
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                    time.sleep(0.05)
-                    os.waitpid(pid, os.WNOHANG)
+                    reap(pid)
 
 
 def test_output_exit_codes_and_newlines(tmp_path: Path) -> None:
@@ -94,7 +109,7 @@ def test_env_and_cwd_are_honoured(tmp_path: Path) -> None:
         ["sh", "-c", "echo $DEMO; pwd; echo ${HOME:-unset}"],
         cwd=tmp_path,
         env={**ENV, "DEMO": "xyz"},
-        timeout_secs=5,
+        timeout_secs=math.inf,
     )
     assert result.output.splitlines() == ["xyz", str(tmp_path), "unset"]
 
@@ -108,6 +123,9 @@ def test_command_is_found_in_the_env_path_and_cwd(tmp_path: Path) -> None:
     env = {**ENV, "PATH": f"{tools}:{ENV['PATH']}"}
     found = run_in_pty(["only-here"], cwd=tmp_path, env=env, timeout_secs=5)
     assert found.output == f"from {tools / 'only-here'}\n"
+    # a relative PATH entry counts from the child's working directory, as in a shell
+    relative = run_in_pty(["only-here"], cwd=tmp_path, env={**env, "PATH": "tools"}, timeout_secs=5)
+    assert relative.output == found.output
     local = run_in_pty(["./local.sh"], cwd=tmp_path, env=ENV, timeout_secs=5)
     assert local.exit_code == 0 and local.output.startswith("from ")
 
@@ -167,14 +185,16 @@ def test_plain_background_job_is_killed_and_reaped(tmp_path: Path) -> None:
         assert not alive(int((tmp_path / "bg.pid").read_text()))
 
 
-@pytest.mark.parametrize("mode", ["group", "setsid", "daemon", "stubborn"])
+@pytest.mark.parametrize("mode", ["group", "setsid", "daemon", "stubborn", "stopped"])
 @pytest.mark.parametrize("ends", ["exits", "times out"])
 def test_left_behind_descendants_do_not_survive(tmp_path: Path, mode: str, ends: str) -> None:
-    """group: same process group; setsid: own session; daemon: double fork; stubborn: no TERM."""
+    """group: same process group; setsid: own session; daemon: double fork; stubborn: ignores
+    TERM (KILLed after the grace); stopped: SIGSTOPped (TERM acts at once only if CONTinued)."""
     script = leave_behind(tmp_path, mode) + ("exit 0" if ends == "exits" else "sleep 30")
+    grace = 3.0 if mode == "stopped" else 1.0
     with cleanup(tmp_path / "left.pid"):
         started = time.monotonic()
-        result = run(script, tmp_path, timeout=1.5)
+        result = run(script, tmp_path, timeout=1.5, grace_secs=grace)
         elapsed = time.monotonic() - started
         assert f"{mode} started" in result.output and "ready" in result.output
         if ends == "exits":
@@ -211,18 +231,22 @@ def test_unrelated_children_of_the_caller_are_spared(tmp_path: Path) -> None:
             during.append(subprocess.Popen(["sleep", "30"]))
 
     try:
-        while not (tmp_path / "by.pid").exists():
-            time.sleep(0.01)
-        run(leave_behind(tmp_path, "setsid") + "exit 0", tmp_path, on_output=start_one)
-        assert not alive(int((tmp_path / "left.pid").read_text()))
+        with cleanup(tmp_path / "left.pid"):
+            while not (tmp_path / "by.pid").exists():
+                time.sleep(0.01)
+            run(leave_behind(tmp_path, "setsid") + "exit 0", tmp_path, on_output=start_one)
+            assert not alive(int((tmp_path / "left.pid").read_text()))
         assert own_session.poll() is None and new_session.poll() is None
         assert during and during[0].poll() is None
         assert alive(int((tmp_path / "by.pid").read_text()))
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(new_session.pid, signal.SIGKILL)
         for proc in [own_session, new_session, *during]:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL) if proc is new_session else proc.kill()
+            proc.kill()
             proc.wait(timeout=5)
+        # new_session's sleep is re-parented to this process (a subreaper now) when it dies
+        reap(int((tmp_path / "by.pid").read_text()))
 
 
 def test_a_forked_worker_catches_setsid_descendants_too(tmp_path: Path) -> None:

@@ -75,7 +75,7 @@ def test_estimate_uses_earlier_runs_then_tokens_then_says_unknown(
 
     project.write(
         "llmtt.toml",
-        GIT_TOML + '\n[models.priced]\ninput_usd_per_mtok = 1.0\noutput_usd_per_mtok = 2.0\n',
+        GIT_TOML + "\n[models.priced]\ninput_usd_per_mtok = 1.0\noutput_usd_per_mtok = 2.0\n",
     )
     project.write("scenarios/a.yaml", "task: {prompt: A.}\n")
     project.write("scenarios/b.yaml", "task: {prompt: B.}\n")
@@ -83,12 +83,31 @@ def test_estimate_uses_earlier_runs_then_tokens_then_says_unknown(
         {"scenario": "a", "agent": "litellm", "model": "priced", "cost_usd": 0.2},
         {"scenario": "a", "agent": "litellm", "model": "priced", "cost_usd": 0.4},
     ]
-    project.write("llm-tool-test-results/results.jsonl", "".join(json.dumps(r) + "\n" for r in history))
-    assert main(["estimate", str(project.root), "--agent", "litellm", "--model", "priced", "--model", "mystery"]) == 0
+    project.write(
+        "llm-tool-test-results/results.jsonl", "".join(json.dumps(r) + "\n" for r in history)
+    )
+    assert (
+        main(
+            [
+                "estimate",
+                str(project.root),
+                "--agent",
+                "litellm",
+                "--model",
+                "priced",
+                "--model",
+                "mystery",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out.splitlines()
     lines = {line.split()[1]: line.split()[0] for line in out[:-1]}
     assert lines["a/litellm-priced/r1"] == "$0.3000"  # the mean of earlier runs
     # b: no history; 5 turns of (prompt + 2000) // 4... tokens in, 400 out, at declared prices
     assert lines["b/litellm-priced/r1"].startswith("$0.0")
     assert lines["a/litellm-mystery/r1"] == "unknown"
-    assert out[-1].startswith("4 pending of 4 runs; expected total $0.3") and "2 runs of unknown cost" in out[-1]
+    assert (
+        out[-1].startswith("4 pending of 4 runs; expected total $0.3")
+        and "2 runs of unknown cost" in out[-1]
+    )

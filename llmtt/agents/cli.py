@@ -41,6 +41,7 @@ class StreamParser:
         self.turns: int | None = None
         self.natural_stop: bool | None = None
         self.error: str | None = None
+        self.spent: float | None = 0.0  # running cost as the agent reports it; None: unknown
 
     def line(self, text: str) -> None:
         """One line of the agent's output (JSON or not)."""
@@ -65,8 +66,14 @@ class StreamParser:
         """Called once after the process ended: emit totals that only the end knows."""
 
     def cost(self, reported: float | None) -> float | None:
-        """The scripted model costs nothing, whatever price the client computed."""
-        return 0.0 if self.scripted else reported
+        """The scripted model costs nothing, whatever price the client computed. Adds the
+        turn's cost to the running total that the run's cost limit watches."""
+        cost = 0.0 if self.scripted else reported
+        if cost is None or self.spent is None:
+            self.spent = None
+        else:
+            self.spent += float(cost)
+        return cost
 
 
 class LineBuffer:
@@ -178,6 +185,12 @@ class CliAgent(Agent):
         ctx.events.emit("spawn", command=argv[0], args=argv[1:])
         parser = self.parser(ctx)
         lines = LineBuffer(parser)
+        limit = ctx.max_usd
+
+        def over_limit() -> bool:
+            # Agents that report cost as they go (opencode per step) are stopped at the limit.
+            return limit is not None and parser.spent is not None and parser.spent > limit
+
         result = run_in_pty(
             argv,
             cwd=ctx.workspace,
@@ -185,10 +198,15 @@ class CliAgent(Agent):
             timeout_secs=ctx.timeout_secs,
             transcript=ctx.transcript,
             on_output=lines.feed,
+            stop=over_limit,
         )
         lines.flush()
         parser.finish()
-        natural = False if result.timed_out else parser.natural_stop
+        if result.stopped:
+            ctx.events.emit(
+                "output", text=f"cost limit reached: spent ${parser.spent or 0:.4f} of ${limit:g}"
+            )
+        natural = False if result.timed_out or result.stopped else parser.natural_stop
         ctx.events.emit(
             "complete",
             exit_code=result.exit_code,

@@ -47,6 +47,7 @@ class ProcessResult:
     timed_out: bool
     duration_secs: float
     output: str
+    stopped: bool = False  # ended early because the caller's `stop()` said so
 
 
 def run_in_pty(
@@ -59,6 +60,7 @@ def run_in_pty(
     on_output: Callable[[bytes], None] | None = None,
     stdin_data: bytes | None = None,
     grace_secs: float = 1.0,
+    stop: Callable[[], bool] | None = None,
 ) -> ProcessResult:
     """Run `argv` under a PTY; at `timeout_secs` or its exit, end every process it started.
 
@@ -104,7 +106,8 @@ def run_in_pty(
         terminal = _Terminal(proc.fd, _stdin_bytes(proc.fd, stdin_data), take)
         if pidfd is not None:
             terminal.watch(pidfd)
-        timed_out = _until_exit(proc, terminal, started + timeout_secs)
+        ended = _until_exit(proc, terminal, started + timeout_secs, stop)
+        timed_out, stopped = ended == "timeout", ended == "stopped"
         _end_run(proc, tree, terminal, grace_secs)
     except BaseException:
         _end_run(proc, tree, None, 0.0)  # our own failure (or ^C): leave nothing behind
@@ -116,9 +119,9 @@ def run_in_pty(
             proc.close()
         except PtyProcessError:  # the child survived SIGKILL (stuck in the kernel)
             pass
-    exit_code, sig = _status(proc, timed_out)
+    exit_code, sig = _status(proc, timed_out or stopped)
     text = b"".join(chunks).decode("utf-8", errors="replace").replace("\r\n", "\n")
-    return ProcessResult(exit_code, sig, timed_out, time.monotonic() - started, text)
+    return ProcessResult(exit_code, sig, timed_out, time.monotonic() - started, text, stopped)
 
 
 def _executable(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> str:
@@ -236,8 +239,11 @@ class _Terminal:
         return select.POLLIN | (select.POLLOUT if self.pending else 0)
 
 
-def _until_exit(proc: PtyProcess, terminal: _Terminal, deadline: float) -> bool:
-    """Pump the PTY until the child exits (then drain briefly); True if the deadline came first.
+def _until_exit(
+    proc: PtyProcess, terminal: _Terminal, deadline: float, stop: Callable[[], bool] | None
+) -> str:
+    """Pump the PTY until the child exits (then drain briefly): `exit`; or `timeout` if the
+    deadline came first; or `stopped` once `stop()` (asked after each read) says so.
 
     A background descendant may hold the PTY open after the child exits: draining stops
     DRAIN_SECS after the exit, whatever that descendant still writes.
@@ -249,12 +255,14 @@ def _until_exit(proc: PtyProcess, terminal: _Terminal, deadline: float) -> bool:
             exited_at = now
         if exited_at is None:
             if now >= deadline:
-                return True
+                return "timeout"
             terminal.wait(deadline - now if terminal.pidfd is not None else POLL_SECS)
+            if stop is not None and stop():
+                return "stopped"
         else:
             left = exited_at + DRAIN_SECS - now
             if not terminal.open or left <= 0:
-                return False
+                return "exit"
             terminal.wait(left)
 
 

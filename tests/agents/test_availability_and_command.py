@@ -105,3 +105,31 @@ def test_timed_out_agent_leaves_no_process_not_even_a_setsid_grandchild(
         ["pgrep", "-f", "sleep 31[123]"], capture_output=True, text=True, timeout=10
     )
     assert survivors.stdout.strip() == "", "processes outlived the run"
+
+
+def test_cost_limit_stops_an_agent_that_reports_cost_as_it_goes(
+    project: Project, tmp_path: Path
+) -> None:
+    step = '{"type":"step_finish","part":{"reason":"tool-calls","cost":0.03,"tokens":{"input":100,"output":10}}}'
+    script = tmp_path / "spender.sh"
+    script.write_text("#!/bin/sh\n" + "".join(f"echo '{step}'; sleep 0.3\n" for _ in range(10)))
+    script.chmod(0o755)
+    project.write(
+        "llmtt.toml",
+        GIT_TOML + f'\n[agents.spender]\ncommand = ["{script}"]\nparser = "opencode"\n',
+    )
+    project.write(
+        "scenarios/s.yaml",
+        SCENARIO.replace(
+            "run: {timeout_secs: 30}", "run: {timeout_secs: 30}\ncost: {max_usd: 0.05}"
+        ),
+    )
+    started = time.monotonic()
+    result = project.doit("run", "agent=spender", env={"LLMTT_ENABLED": "1"})
+    assert result.code == 0, result.out + result.err
+    assert time.monotonic() - started < 8  # stopped, not run to its end (3 s) or timeout
+    metrics = project.json("s/spender/r1/metrics.json")
+    assert metrics["turns"] == 2 and metrics["cost_usd"] == pytest.approx(0.06)
+    assert metrics["natural_stop"] is False and metrics["completed"] is False
+    events = (project.results() / "s/spender/r1/events.jsonl").read_text()
+    assert "cost limit reached: spent $0.0600 of $0.05" in events

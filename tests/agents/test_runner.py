@@ -275,3 +275,19 @@ def test_large_output_is_captured_completely_and_quickly(tmp_path: Path) -> None
     assert time.monotonic() - started < 5
     assert result.exit_code == 0
     assert len(result.output) == 5_000_000 and set(result.output) == {"a"}
+
+
+def test_stop_callback_ends_the_run_early(tmp_path: Path) -> None:
+    seen: list[bytes] = []
+    started = time.monotonic()
+    result = run_in_pty(
+        ["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9; do echo tick; sleep 0.2; done"],
+        cwd=tmp_path,
+        env=ENV,
+        timeout_secs=10,
+        on_output=seen.append,
+        stop=lambda: b"".join(seen).count(b"tick") >= 2,
+    )
+    assert result.stopped and not result.timed_out and result.exit_code is None
+    assert time.monotonic() - started < 1.5
+    assert result.output.count("tick") in (2, 3)

@@ -46,7 +46,7 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
     if n == 0:
         return 1.0
     low = min(a_only, b_only)
-    tail = sum(math.comb(n, i) for i in range(low + 1)) / 2**n
+    tail: float = sum(math.comb(n, i) for i in range(low + 1)) / 2**n
     return min(1.0, 2 * tail)
 
 

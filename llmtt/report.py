@@ -12,6 +12,7 @@ from llmtt.errors import LlmttError
 from llmtt.plan import Plan, Run
 from llmtt.project import Project
 from llmtt.redaction import Redactor
+from llmtt.summary import comparisons, repeats
 
 REPORT_FORMAT = 1
 PACKAGE_TEMPLATES = Path(__file__).parent / "templates"
@@ -115,13 +116,43 @@ def aggregate(plan: Plan) -> dict[str, Any]:
         "summary": _summary(rows),
         "groups": _groups(rows),
         "scenarios": _by_scenario(rows),
+        "repeats": repeats(rows),
+        "comparisons": comparisons(rows),
         "runs": rows,
     }
     results = project.results_dir
     write_json(results / "report.json", data)
+    write_text(results / "junit.xml", junit(rows))
     text = render(project, "report.md.j2", **data)
     write_text(results / "report.md", Redactor()(text))
     return data
+
+
+def junit(rows: list[dict[str, Any]]) -> str:
+    """One test case per run: a failure carries the outcome reason; an error, why it could not
+    be carried out."""
+    from xml.etree import ElementTree as ET
+
+    failures = sum(1 for r in rows if r["outcome"] == "fail")
+    errors = sum(1 for r in rows if r["outcome"] not in ("pass", "fail"))
+    suite = ET.Element(
+        "testsuite", name="llmtt", tests=str(len(rows)), failures=str(failures), errors=str(errors)
+    )
+    for row in rows:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=row["scenario"],
+            name=row["run_id"],
+            time=str(row.get("duration_secs") or 0),
+        )
+        if row["outcome"] == "fail":
+            ET.SubElement(case, "failure", message=row["outcome_reason"]).text = row[
+                "outcome_reason"
+            ]
+        elif row["outcome"] != "pass":
+            ET.SubElement(case, "error", message=row["outcome_reason"]).text = row["outcome_reason"]
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
 
 def _row(run: Run) -> dict[str, Any]:

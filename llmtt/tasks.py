@@ -277,7 +277,7 @@ def _aggregate_task(plan: Plan) -> dict[str, Any]:
         "doc": "report.md and report.json over every selected run",
         "actions": [(_aggregate_action, [plan])],
         "file_dep": [str(run.dir / "result.json") for run in plan.runs],
-        "targets": [str(results / "report.md"), str(results / "report.json")],
+        "targets": [str(results / n) for n in ("report.md", "report.json", "junit.xml")],
         "uptodate": [KeyCheck("aggregate", plan.aggregate_key)],
         "clean": True,
         "verbosity": 2,

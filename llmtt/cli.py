@@ -31,10 +31,30 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("scenario", "tag", "agent", "model", "variant"):
         estimate.add_argument(f"--{name}", action="append", default=[], help="repeatable")
     estimate.add_argument("--repeats", type=int)
+    bless = sub.add_parser("bless", help="record the current report as the baseline to commit")
+    bless.add_argument("project", nargs="?", default=".", type=Path)
+    check = sub.add_parser(
+        "check", help="for CI: exit 1 on any failed outcome or regression; print Markdown"
+    )
+    check.add_argument("project", nargs="?", default=".", type=Path)
+    compare = sub.add_parser(
+        "compare",
+        help="compare two result sets (report.json files or "
+        "result folders) or two variants of the current results",
+    )
+    compare.add_argument("a")
+    compare.add_argument("b")
+    compare.add_argument("--project", default=".", type=Path)
     args = parser.parse_args(argv)
     try:
         if args.command == "validate":
             return _validate(args.project)
+        if args.command == "bless":
+            return _bless(args.project)
+        if args.command == "check":
+            return _check(args.project)
+        if args.command == "compare":
+            return _compare(args.project, args.a, args.b)
         if args.command == "estimate":
             return _estimate(args)
         if args.command == "scripted-server":
@@ -57,6 +77,76 @@ def _validate(root: Path) -> int:
         f"ok: {root / 'llmtt.toml'}, {len(project.scenarios)} scenarios, "
         f"{len(project.rubrics)} rubrics, {len(plan.runs)} runs planned"
     )
+    return 0
+
+
+def _report_path(root: Path) -> tuple[Path, Path]:
+    from llmtt.config import load_config
+
+    config, _ = load_config(root)
+    report = root / config.paths.results / "report.json"
+    if not report.exists():
+        raise LlmttError(f"{report} does not exist: run `doit run` first")
+    return report, root / config.paths.baseline
+
+
+def _bless(root: Path) -> int:
+    from llmtt.baseline import bless
+
+    report, baseline = _report_path(root)
+    data = bless(report, baseline)
+    print(f"wrote {baseline} ({len(data['groups'])} groups); commit it to compare against it")
+    return 0
+
+
+def _check(root: Path) -> int:
+    import os
+
+    from llmtt.atomic import read_json
+    from llmtt.baseline import check_summary
+
+    report, _ = _report_path(root)
+    ok, text = check_summary(read_json(report))
+    print(text, end="")
+    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_file:
+        with open(summary_file, "a", encoding="utf-8") as handle:
+            handle.write(text)
+    return 0 if ok else 1
+
+
+def _compare(root: Path, a: str, b: str) -> int:
+    from llmtt.atomic import read_json
+    from llmtt.summary import comparisons
+
+    def rows(source: str) -> list[dict[str, object]] | None:
+        path = Path(source)
+        if path.is_dir():
+            path = path / "report.json"
+        return list(read_json(path)["runs"]) if path.is_file() else None
+
+    left, right = rows(a), rows(b)
+    if left is not None and right is not None:
+        tagged = [{**r, "variant": a} for r in left] + [{**r, "variant": b} for r in right]
+    elif left is None and right is None:
+        report, _ = _report_path(root)
+        tagged = [r for r in read_json(report)["runs"] if r.get("variant") in (a, b)]
+    else:
+        raise LlmttError("compare takes two result sets (report.json or folders) or two variants")
+    found = [c for c in comparisons(tagged) if c["axis"] == "variant"]
+    if not found:
+        raise LlmttError(
+            f"no paired runs between {a} and {b} (same scenario, agent, model, repeat)"
+        )
+    for c in found:
+        print(
+            f"{c['a']} vs {c['b']}: {c['pairs']} pairs, pass rate {c['pass_rate_a']} -> "
+            f"{c['pass_rate_b']} ({c['difference']:+g}, 95% CI {c['ci_low']:+g} to "
+            f"{c['ci_high']:+g}, McNemar p = {c['p_value']:g})"
+        )
+        for name, m in c["metrics"].items():
+            delta = "n/a" if m["delta"] is None else f"{m['delta']:+g}"
+            print(f"  {name}: {m['a']} -> {m['b']} ({delta})")
     return 0
 
 

@@ -133,6 +133,14 @@ class PathsSpec(Strict):
     rubrics: str = "rubrics"
     templates: str = "templates"
     results: str = "llm-tool-test-results"
+    baseline: str = Field("llmtt-baseline.json", description="Written by `llmtt bless`; commit it.")
+
+
+class RegressionSpec(Strict):
+    """When an aggregate flags a regression against the blessed baseline (beyond noise)."""
+
+    score_drop: float = Field(0.15, ge=0, le=1, description="Pass-rate drop, as a fraction.")
+    cost_increase: float = Field(0.5, ge=0, description="Mean cost increase, as a fraction.")
 
 
 class BudgetSpec(Strict):
@@ -172,6 +180,7 @@ class Config(Strict):
     paths: PathsSpec = Field(default_factory=PathsSpec)
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     judge: JudgeSpec = Field(default_factory=JudgeSpec)
+    regressions: RegressionSpec = Field(default_factory=RegressionSpec)
     run: RunDefaults = Field(default_factory=RunDefaults)
 
 

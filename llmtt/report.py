@@ -120,6 +120,12 @@ def aggregate(plan: Plan) -> dict[str, Any]:
         "comparisons": comparisons(rows),
         "runs": rows,
     }
+    baseline = project.root / project.config.paths.baseline
+    if baseline.exists():
+        from llmtt.baseline import regressions
+
+        data["baseline"] = str(baseline.relative_to(project.root))
+        data["regressions"] = regressions(rows, read_json(baseline), project.config.regressions)
     results = project.results_dir
     write_json(results / "report.json", data)
     write_text(results / "junit.xml", junit(rows))

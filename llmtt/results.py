@@ -14,7 +14,11 @@ RESULT_FORMAT = 1
 
 
 def result_record(
-    run: Run, info: dict[str, Any], metrics: dict[str, Any], judge: dict[str, Any] | None = None
+    run: Run,
+    info: dict[str, Any],
+    metrics: dict[str, Any],
+    judge: dict[str, Any] | None = None,
+    gates: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The record of one evaluated run (the results.jsonl line)."""
     interaction = {
@@ -37,6 +41,7 @@ def result_record(
         "outcome_reason": metrics["outcome_reason"],
         "gates_passed": metrics["gates_passed"],
         "gates_total": metrics["gates_total"],
+        "gates": [{k: g[k] for k in ("index", "type", "passed")} for g in gates or []],
         "metrics": interaction,
         "cost_usd": metrics.get("cost_usd"),
         "judge": None

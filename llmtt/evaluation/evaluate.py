@@ -75,7 +75,7 @@ def settle(
     if judge is not None:
         metrics["judge_score"] = score
     write_json(run.dir / "metrics.json", metrics)
-    record = result_record(run, info, metrics, judge)
+    record = result_record(run, info, metrics, judge, gates)
     write_json(run.dir / "result.json", record)
     if info["status"] != "error":
         append_result(project.results_dir / "results.jsonl", record)

@@ -1,0 +1,153 @@
+"""Baselines and regressions: `llmtt bless` records where a project stands; every aggregate
+compares against it; `llmtt check` fails CI on a failed outcome or a regression beyond noise."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from llmtt.atomic import read_json, write_json
+from llmtt.config import RegressionSpec
+
+BASELINE_FORMAT = 1
+Row = dict[str, Any]
+
+
+def _group(row: Row) -> str:
+    return "/".join(
+        [row["scenario"], row["agent"], row.get("model") or "-", row.get("variant") or "-"]
+    )
+
+
+def snapshot(rows: list[Row]) -> dict[str, Any]:
+    """Per scenario x agent x model x variant: runs, pass rate, mean cost, gates that passed."""
+    grouped: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        if row["outcome"] in ("pass", "fail"):
+            grouped[_group(row)].append(row)
+    groups = {}
+    for name, members in sorted(grouped.items()):
+        costs = [m["cost_usd"] for m in members if m.get("cost_usd") is not None]
+        gates: dict[str, list[bool]] = defaultdict(list)
+        for m in members:
+            for gate in m.get("gates") or []:
+                gates[str(gate["index"])].append(bool(gate["passed"]))
+        groups[name] = {
+            "runs": len(members),
+            "pass_rate": sum(m["outcome"] == "pass" for m in members) / len(members),
+            "costs": costs,
+            "gates": {k: all(v) for k, v in gates.items()},  # passed in every run
+            "gates_any": {k: any(v) for k, v in gates.items()},  # passed in some run
+            "gate_names": {
+                str(g["index"]): g["type"] for m in members for g in m.get("gates") or []
+            },
+        }
+    return {"format": BASELINE_FORMAT, "groups": groups}
+
+
+def bless(report: Path, baseline: Path) -> dict[str, Any]:
+    """Write the current report's snapshot as the baseline file (to be committed)."""
+    data = snapshot(read_json(report)["runs"])
+    write_json(baseline, data)
+    return data
+
+
+def regressions(rows: list[Row], baseline: dict[str, Any], rules: RegressionSpec) -> list[Row]:
+    """What got worse than the baseline, each flagged only when beyond the noise repeats show."""
+    now = snapshot(rows)["groups"]
+    found: list[Row] = []
+    for name, before in baseline.get("groups", {}).items():
+        after = now.get(name)
+        if after is None:
+            continue
+        drop = before["pass_rate"] - after["pass_rate"]
+        noise = 2 * math.sqrt(_binomial_var(before) + _binomial_var(after))
+        if drop > rules.score_drop and drop > noise:
+            found.append(
+                {
+                    "group": name,
+                    "kind": "score_drop",
+                    "message": f"pass rate {before['pass_rate']:.2f} -> {after['pass_rate']:.2f} "
+                    f"(drop {drop:.2f} > {rules.score_drop:g}, noise {noise:.2f})",
+                }
+            )
+        for index, passed in before["gates"].items():
+            if passed and not after["gates_any"].get(index, True):
+                found.append(
+                    {
+                        "group": name,
+                        "kind": "gate",
+                        "message": f"gate {index} ({before['gate_names'].get(index, '?')}) "
+                        f"passed in every baseline run and fails in every run now",
+                    }
+                )
+        found.extend(_cost(name, before, after, rules))
+    return found
+
+
+def _binomial_var(group: dict[str, Any]) -> float:
+    p, n = group["pass_rate"], group["runs"]
+    return p * (1 - p) / n if n else 0.0
+
+
+def _cost(
+    name: str, before: dict[str, Any], after: dict[str, Any], rules: RegressionSpec
+) -> list[Row]:
+    if not before["costs"] or not after["costs"]:
+        return []
+    mean_b = sum(before["costs"]) / len(before["costs"])
+    mean_a = sum(after["costs"]) / len(after["costs"])
+    if mean_b <= 0 or mean_a <= mean_b * (1 + rules.cost_increase):
+        return []
+    noise = 2 * math.sqrt(
+        _var(before["costs"]) / len(before["costs"]) + _var(after["costs"]) / len(after["costs"])
+    )
+    if mean_a - mean_b <= noise:
+        return []
+    return [
+        {
+            "group": name,
+            "kind": "cost",
+            "message": f"mean cost ${mean_b:.4f} -> ${mean_a:.4f} "
+            f"(+{(mean_a / mean_b - 1) * 100:.0f}%)",
+        }
+    ]
+
+
+def _var(values: list[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    mean = sum(values) / len(values)
+    return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def check_summary(report: dict[str, Any]) -> tuple[bool, str]:
+    """(ok, Markdown) for CI: not ok on any failed or errored outcome or any regression."""
+    runs = report["runs"]
+    bad = [r for r in runs if r["outcome"] != "pass"]
+    found = report.get("regressions") or []
+    summary = report["summary"]
+    lines = [
+        "## llmtt",
+        "",
+        f"{summary['runs']} runs: **{summary['passed']} passed, {summary['failed']} failed**"
+        + (f", {summary['errors']} not carried out" if summary.get("errors") else "")
+        + f"; pass rate {summary['pass_rate']}.",
+        "",
+    ]
+    if bad:
+        lines += ["| run | outcome | reason |", "| --- | --- | --- |"]
+        lines += [
+            f"| {r['run_id']} | {r['outcome']} | {str(r['outcome_reason']).replace('|', '/')} |"
+            for r in bad
+        ]
+        lines.append("")
+    if found:
+        lines += ["### Regressions against the baseline", ""]
+        lines += [f"- {r['group']}: {r['message']}" for r in found]
+        lines.append("")
+    if not bad and not found:
+        lines.append("Every run passed and nothing regressed.")
+    return not bad and not found, "\n".join(lines) + "\n"

@@ -145,6 +145,7 @@ def build_plan(project: Project, selection: Selection) -> Plan:
     aggregate_key = {
         "runs": hash_value([r.run_id for r in runs]),
         "template": _template_key(project, "report.md.j2"),
+        "html": _template_key(project, "report.html.j2"),
         "llmtt": __version__,
     }
     return Plan(project, runs, selection, aggregate_key)

@@ -129,9 +129,66 @@ def aggregate(plan: Plan) -> dict[str, Any]:
     results = project.results_dir
     write_json(results / "report.json", data)
     write_text(results / "junit.xml", junit(rows))
+    write_text(results / "report.html", _html(project, plan, data))
     text = render(project, "report.md.j2", **data)
     write_text(results / "report.md", Redactor()(text))
     return data
+
+
+def _html(project: Project, plan: Plan, data: dict[str, Any]) -> str:
+    """report.html: one self-contained file (inline CSS, SVG charts and a small sort script)."""
+    import jinja2
+
+    from llmtt.charts import cost_vs_pass, pass_rate_bars
+
+    loader = jinja2.ChoiceLoader(
+        [jinja2.FileSystemLoader(project.templates_dir), jinja2.FileSystemLoader(PACKAGE_TEMPLATES)]
+    )
+    env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+    env.filters["num"] = _num
+    redact = Redactor()
+    details = {run.run_id: _details(run, redact) for run in plan.runs}
+    charts = {"pass_rate": pass_rate_bars(data["groups"]), "cost": cost_vs_pass(data["groups"])}
+    try:
+        return str(
+            env.get_template("report.html.j2").render(**data, details=details, charts=charts)
+        )
+    except jinja2.TemplateError as exc:
+        raise LlmttError(f"report.html.j2: template error: {exc}") from None
+
+
+def _details(run: Run, redact: Redactor) -> dict[str, Any]:
+    """A run's panel: gate results, the event timeline, the transcript's end (redacted)."""
+    import json
+
+    from llmtt.agents.cli import strip_ansi
+
+    out: dict[str, Any] = {}
+    gates = run.dir / "gates.json"
+    if gates.exists():
+        out["gates"] = read_json(gates)["gates"]
+    events = run.dir / "events.jsonl"
+    if events.exists():
+        timeline = []
+        for line in events.read_text(encoding="utf-8").splitlines()[:400]:
+            event = json.loads(line)
+            kind = event["event"]
+            if kind == "tool_call":
+                timeline.append(f"$ {event['command']}")
+            elif kind == "tool_result":
+                timeline.append(f"  -> exit {event.get('exit_code')}")
+            elif kind == "message":
+                timeline.append(f"agent: {str(event.get('text', ''))[:300]}")
+            elif kind == "complete":
+                timeline.append(
+                    f"(ended: exit {event.get('exit_code')}, timed out {event.get('timed_out')})"
+                )
+        out["timeline"] = [redact(t) for t in timeline]
+    transcript = run.dir / "transcript.raw.txt"
+    if transcript.exists():
+        text = strip_ansi(transcript.read_text(encoding="utf-8", errors="replace"))
+        out["transcript"] = redact(text[-4000:])
+    return out
 
 
 def junit(rows: list[dict[str, Any]]) -> str:

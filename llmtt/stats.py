@@ -94,3 +94,13 @@ def paired(
         b_only=b_only,
         p_value=mcnemar_exact(a_only, b_only),
     )
+
+
+def wilson(passed: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
+    """Wilson score interval (95% by default) of a pass rate; None without runs."""
+    if n == 0:
+        return None
+    p = passed / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

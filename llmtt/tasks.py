@@ -277,7 +277,9 @@ def _aggregate_task(plan: Plan) -> dict[str, Any]:
         "doc": "report.md and report.json over every selected run",
         "actions": [(_aggregate_action, [plan])],
         "file_dep": [str(run.dir / "result.json") for run in plan.runs],
-        "targets": [str(results / n) for n in ("report.md", "report.json", "junit.xml")],
+        "targets": [
+            str(results / n) for n in ("report.md", "report.json", "report.html", "junit.xml")
+        ],
         "uptodate": [KeyCheck("aggregate", plan.aggregate_key)],
         "clean": True,
         "verbosity": 2,

@@ -116,6 +116,7 @@ def aggregate(plan: Plan) -> dict[str, Any]:
         "summary": _summary(rows),
         "groups": _groups(rows),
         "scenarios": _by_scenario(rows),
+        "categories": _by_tag(rows),
         "repeats": repeats(rows),
         "comparisons": comparisons(rows),
         "runs": rows,
@@ -247,6 +248,15 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     evaluated = counts["pass"] + counts["fail"]
     costs = [r["cost_usd"] for r in rows if r.get("cost_usd") is not None]
     costs += [r["judge"]["cost_usd"] for r in rows if (r.get("judge") or {}).get("cost_usd")]
+    done = [r for r in rows if r["outcome"] in ("pass", "fail")]
+    gates_passed = sum(r.get("gates_passed") or 0 for r in done)
+    gates_total = sum(r.get("gates_total") or 0 for r in done)
+
+    def total(name: str) -> int:
+        return sum(int((r.get("metrics") or {}).get(name) or 0) for r in done)
+
+    calls_ok, calls_error = total("tool_calls_ok"), total("tool_calls_error")
+    turns = total("turns")
     return {
         "runs": len(rows),
         "passed": counts["pass"],
@@ -254,6 +264,17 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "errors": counts["error"],
         "missing": counts["missing"],
         "pass_rate": round(counts["pass"] / evaluated, 4) if evaluated else None,
+        # bashkit-eval's partial rate: the share of all gates that passed, over every run
+        "gate_rate": round(gates_passed / gates_total, 4) if gates_total else None,
+        "tool_calls_ok": calls_ok,
+        "tool_calls_error": calls_error,
+        "tool_call_success_rate": round(calls_ok / (calls_ok + calls_error), 4)
+        if calls_ok + calls_error
+        else None,
+        "turns": turns,
+        "mean_turns": round(turns / len(done), 2) if done else None,
+        "input_tokens": total("input_tokens"),
+        "output_tokens": total("output_tokens"),
         "cost_usd": round(sum(costs), 6) if costs else None,
         "duration_secs": round(sum(r["duration_secs"] or 0 for r in rows), 3),
     }
@@ -289,6 +310,14 @@ def _by_scenario(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in rows:
         grouped[row["scenario"]].append(row)
     return [{"scenario": name, **_summary(members)} for name, members in sorted(grouped.items())]
+
+
+def _by_tag(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        for tag in row.get("tags") or ["(untagged)"]:
+            grouped[tag].append(row)
+    return [{"tag": tag, **_summary(members)} for tag, members in sorted(grouped.items())]
 
 
 def _mean(values: Any) -> float | None:

@@ -54,3 +54,23 @@ def test_example_suite_rehearsed_with_each_real_agent(tmp_path: Path) -> None:
         expected = "fail" if run["scenario"] == "negative-control-git-tag" else "pass"
         assert run["outcome"] == expected, (run["run_id"], run["outcome_reason"])
         assert run["cost_usd"] == 0.0
+
+
+def test_example_with_repeats_and_two_variants_reads_at_a_glance(tmp_path: Path) -> None:
+    copy = tmp_path / "example"
+    copy.mkdir()
+    for name in ("llmtt.toml", "dodo.py"):
+        shutil.copy(ROOT / name, copy / name)
+    shutil.copytree(ROOT / "scenarios", copy / "scenarios")
+    shutil.copytree(ROOT / "guides", copy / "guides")
+    project = Project(copy)
+    result = project.doit("run", "-n", "2", "repeats=3", "variant=v1,v2")
+    assert result.code == 0, result.out + result.err
+    report = project.json("report.json")
+    scenarios = len(list((ROOT / "scenarios").glob("*.yaml")))
+    assert len(report["runs"]) == scenarios * 3 * 2
+    (comparison,) = report["comparisons"]
+    assert (comparison["a"], comparison["b"], comparison["pairs"]) == ("v1", "v2", scenarios * 3)
+    assert all(r["pass_at_k"]["3"] is not None for r in report["repeats"])
+    html = (project.results() / "report.html").read_text()
+    assert "variant v1 vs v2" in html and "pass@k" in html and 'class="bar"' in html

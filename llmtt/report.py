@@ -105,14 +105,12 @@ def _commands(path: Path) -> list[dict[str, Any]]:
     return order
 
 
-def aggregate(plan: Plan) -> dict[str, Any]:
-    """Write `report.json` and `report.md` over every run of the plan; return the report data."""
-    project = plan.project
-    rows = [_row(run) for run in plan.runs]
-    data = {
+def report_data(rows: list[dict[str, Any]], selection: str, generated_at: str) -> dict[str, Any]:
+    """The one data model every report renders: counts, groups, repeats, comparisons, runs."""
+    return {
         "format": REPORT_FORMAT,
-        "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "selection": plan.selection.describe(),
+        "generated_at": generated_at,
+        "selection": selection,
         "summary": _summary(rows),
         "groups": _groups(rows),
         "scenarios": _by_scenario(rows),
@@ -121,6 +119,14 @@ def aggregate(plan: Plan) -> dict[str, Any]:
         "comparisons": comparisons(rows),
         "runs": rows,
     }
+
+
+def aggregate(plan: Plan) -> dict[str, Any]:
+    """Write report.json, report.md, report.html and junit.xml over every run of the plan."""
+    project = plan.project
+    rows = [_row(run) for run in plan.runs]
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    data = report_data(rows, plan.selection.describe(), now)
     baseline = project.root / project.config.paths.baseline
     if baseline.exists():
         from llmtt.baseline import regressions

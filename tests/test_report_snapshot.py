@@ -1,0 +1,40 @@
+"""Snapshot of report.md rendered from a fixed data model: a change to the report's look shows
+up here as a diff to review (refresh with LLMTT_UPDATE_SNAPSHOTS=1)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from conftest import Project
+
+from llmtt.project import load_project
+from llmtt.report import render, report_data
+
+SNAPSHOT = Path(__file__).resolve().parent / "data" / "report.md.snapshot"
+
+
+def row(scenario: str, variant: str, repeat: int, outcome: str, error_rate: float) -> dict[str, Any]:
+    return {
+        "run_id": f"{scenario}/claude-code-m-{variant}/r{repeat}", "scenario": scenario, "agent": "claude-code",
+        "model": "m", "variant": variant, "repeat": repeat, "tags": ["git"], "outcome": outcome,
+        "outcome_reason": "all 2 gates passed" if outcome == "pass" else "gate 2 (file_exists): a.txt does not exist",
+        "gates_passed": 2 if outcome == "pass" else 1, "gates_total": 2,
+        "metrics": {"total_commands": 4, "error_count": 1, "help_invocations": 1, "error_rate": error_rate,
+                    "first_try_success_rate": 1 - error_rate, "tool_calls_ok": 3, "tool_calls_error": 1,
+                    "turns": 5, "input_tokens": 1000, "output_tokens": 100},
+        "cost_usd": 0.01, "duration_secs": 2.5, "judge": None,
+    }
+
+
+def test_report_md_matches_its_snapshot(project: Project) -> None:
+    project.write("llmtt.toml", "")
+    project.write("scenarios/s.yaml", "task: {prompt: x}\n")
+    rows = [row("commit", "v1", k, "fail" if k == 2 else "pass", 0.25) for k in (1, 2, 3)]
+    rows += [row("commit", "v2", k, "pass", 0.0) for k in (1, 2, 3)]
+    data = report_data(rows, "repeats=3", "2026-01-01T00:00:00+00:00")
+    text = render(load_project(project.root), "report.md.j2", **data)
+    if os.environ.get("LLMTT_UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOT.write_text(text)
+    assert text == SNAPSHOT.read_text()

@@ -40,8 +40,9 @@ def pass_rate_bars(groups: list[dict[str, Any]]) -> str:
             parts.append(
                 f'<line x1="{x1:.1f}" y1="{mid:.1f}" x2="{x2:.1f}" y2="{mid:.1f}" class="whisker"/>'
             )
+        right = max(rate, interval[1] if interval else rate)  # the label clears the whisker
         parts.append(
-            f'<text x="{label_w + rate * bar_w + 6:.1f}" y="{y + 15}" class="value">{rate:.0%}</text>'
+            f'<text x="{label_w + right * bar_w + 6:.1f}" y="{y + 15}" class="value">{rate:.0%}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)

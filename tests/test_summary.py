@@ -90,8 +90,14 @@ def test_variants_and_repeats_through_doit(project: Project) -> None:
     report = project.json("report.json")
     assert len(report["runs"]) == 6
     summary = report["summary"]
-    assert (summary["gate_rate"], summary["tool_calls_ok"], summary["tool_call_success_rate"]) == (0.5, 6, 1.0)
-    assert [(c["tag"], c["runs"], c["passed"]) for c in report["categories"]] == [("(untagged)", 6, 3)]
+    assert (summary["gate_rate"], summary["tool_calls_ok"], summary["tool_call_success_rate"]) == (
+        0.5,
+        6,
+        1.0,
+    )
+    assert [(c["tag"], c["runs"], c["passed"]) for c in report["categories"]] == [
+        ("(untagged)", 6, 3)
+    ]
     (comparison,) = report["comparisons"]
     assert comparison["difference"] == 1.0 and comparison["p_value"] == 0.25
     text = (project.results() / "report.md").read_text()

@@ -10,12 +10,19 @@ from conftest import Project
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_example_suite_passes_except_its_negative_control(tmp_path: Path) -> None:
+def example_copy(tmp_path: Path) -> Path:
+    """The example project's own files, copied as a user would have them."""
     copy = tmp_path / "example"
     copy.mkdir()
     for name in ("llmtt.toml", "dodo.py"):
         shutil.copy(ROOT / name, copy / name)
-    shutil.copytree(ROOT / "scenarios", copy / "scenarios")
+    for folder in ("scenarios", "guides"):
+        shutil.copytree(ROOT / folder, copy / folder)
+    return copy
+
+
+def test_example_suite_passes_except_its_negative_control(tmp_path: Path) -> None:
+    copy = example_copy(tmp_path)
     project = Project(copy)
     result = project.doit("run", "-n", "2")
     assert result.code == 0, result.out + result.err
@@ -38,11 +45,7 @@ def test_example_suite_passes_except_its_negative_control(tmp_path: Path) -> Non
 
 
 def test_example_suite_rehearsed_with_each_real_agent(tmp_path: Path) -> None:
-    copy = tmp_path / "example"
-    copy.mkdir()
-    for name in ("llmtt.toml", "dodo.py"):
-        shutil.copy(ROOT / name, copy / name)
-    shutil.copytree(ROOT / "scenarios", copy / "scenarios")
+    copy = example_copy(tmp_path)
     (copy / "node_modules").symlink_to(ROOT / "node_modules")  # the pinned CLIs, as set up
     project = Project(copy)
     agents = ("claude-code", "opencode", "codex")
@@ -57,12 +60,7 @@ def test_example_suite_rehearsed_with_each_real_agent(tmp_path: Path) -> None:
 
 
 def test_example_with_repeats_and_two_variants_reads_at_a_glance(tmp_path: Path) -> None:
-    copy = tmp_path / "example"
-    copy.mkdir()
-    for name in ("llmtt.toml", "dodo.py"):
-        shutil.copy(ROOT / name, copy / name)
-    shutil.copytree(ROOT / "scenarios", copy / "scenarios")
-    shutil.copytree(ROOT / "guides", copy / "guides")
+    copy = example_copy(tmp_path)
     project = Project(copy)
     result = project.doit("run", "-n", "2", "repeats=3", "variant=v1,v2")
     assert result.code == 0, result.out + result.err

@@ -15,16 +15,38 @@ from llmtt.report import render, report_data
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "report.md.snapshot"
 
 
-def row(scenario: str, variant: str, repeat: int, outcome: str, error_rate: float) -> dict[str, Any]:
+def row(
+    scenario: str, variant: str, repeat: int, outcome: str, error_rate: float
+) -> dict[str, Any]:
     return {
-        "run_id": f"{scenario}/claude-code-m-{variant}/r{repeat}", "scenario": scenario, "agent": "claude-code",
-        "model": "m", "variant": variant, "repeat": repeat, "tags": ["git"], "outcome": outcome,
-        "outcome_reason": "all 2 gates passed" if outcome == "pass" else "gate 2 (file_exists): a.txt does not exist",
-        "gates_passed": 2 if outcome == "pass" else 1, "gates_total": 2,
-        "metrics": {"total_commands": 4, "error_count": 1, "help_invocations": 1, "error_rate": error_rate,
-                    "first_try_success_rate": 1 - error_rate, "tool_calls_ok": 3, "tool_calls_error": 1,
-                    "turns": 5, "input_tokens": 1000, "output_tokens": 100},
-        "cost_usd": 0.01, "duration_secs": 2.5, "judge": None,
+        "run_id": f"{scenario}/claude-code-m-{variant}/r{repeat}",
+        "scenario": scenario,
+        "agent": "claude-code",
+        "model": "m",
+        "variant": variant,
+        "repeat": repeat,
+        "tags": ["git"],
+        "outcome": outcome,
+        "outcome_reason": "all 2 gates passed"
+        if outcome == "pass"
+        else "gate 2 (file_exists): a.txt does not exist",
+        "gates_passed": 2 if outcome == "pass" else 1,
+        "gates_total": 2,
+        "metrics": {
+            "total_commands": 4,
+            "error_count": 1,
+            "help_invocations": 1,
+            "error_rate": error_rate,
+            "first_try_success_rate": 1 - error_rate,
+            "tool_calls_ok": 3,
+            "tool_calls_error": 1,
+            "turns": 5,
+            "input_tokens": 1000,
+            "output_tokens": 100,
+        },
+        "cost_usd": 0.01,
+        "duration_secs": 2.5,
+        "judge": None,
     }
 
 

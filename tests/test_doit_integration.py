@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -185,6 +186,8 @@ def test_empty_selection_runs_only_the_aggregate(project: Project, selector: str
 
 
 def test_agent_timeout_keeps_partial_transcript_and_leaves_no_process(project: Project) -> None:
+    # Durations unique to this test run, so that only its own processes can match below.
+    bg, sid = random.sample(range(40_000, 90_000), 2)
     project.write("llmtt.toml", GIT_TOML)
     project.write(
         "scenarios/slow.yaml",
@@ -193,7 +196,7 @@ def test_agent_timeout_keeps_partial_transcript_and_leaves_no_process(project: P
         run: {timeout_secs: 2}
         solution:
           - git init -q .
-          - "sleep 300 & echo $! > bg.pid; setsid sleep 301 & echo waiting; sleep 60"
+          - "sleep {bg} & echo $! > bg.pid; setsid sleep {sid} & echo waiting; sleep 60"
           - git status
         evaluation:
           gates:
@@ -217,7 +220,7 @@ def test_agent_timeout_keeps_partial_transcript_and_leaves_no_process(project: P
     import subprocess
 
     survivors = subprocess.run(
-        ["pgrep", "-f", "sleep 30[01]"], capture_output=True, text=True, timeout=10
+        ["pgrep", "-fx", f"sleep ({bg}|{sid})"], capture_output=True, text=True, timeout=10
     )
     assert survivors.stdout.strip() == "", survivors.stdout
 

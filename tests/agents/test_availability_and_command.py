@@ -4,6 +4,7 @@ agent runs any CLI; a timed-out agent leaves nothing behind, not even a setsid g
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import time
 from pathlib import Path
@@ -85,7 +86,9 @@ def test_timed_out_agent_leaves_no_process_not_even_a_setsid_grandchild(
     project: Project, tmp_path: Path
 ) -> None:
     script = tmp_path / "hang.sh"
-    script.write_text("#!/bin/sh\nsetsid sleep 311 &\nsleep 312 &\necho started\nsleep 313\n")
+    # Durations unique to this test run, so that only its own processes can match below.
+    a, b, c = random.sample(range(40_000, 90_000), 3)
+    script.write_text(f"#!/bin/sh\nsetsid sleep {a} &\nsleep {b} &\necho started\nsleep {c}\n")
     script.chmod(0o755)
     project.write(
         "llmtt.toml", GIT_TOML + f'\n[agents.hang]\ncommand = ["{script}"]\nfree = true\n'
@@ -102,7 +105,7 @@ def test_timed_out_agent_leaves_no_process_not_even_a_setsid_grandchild(
     assert metrics["completed"] is False and metrics["natural_stop"] is False
     assert "started" in (project.results() / "s/hang/r1/transcript.raw.txt").read_text()
     survivors = subprocess.run(
-        ["pgrep", "-f", "sleep 31[123]"], capture_output=True, text=True, timeout=10
+        ["pgrep", "-fx", f"sleep ({a}|{b}|{c})"], capture_output=True, text=True, timeout=10
     )
     assert survivors.stdout.strip() == "", "processes outlived the run"
 

@@ -42,12 +42,7 @@ def execute_run(project: Project, run: Run) -> dict[str, Any]:
     started_at, started = _now(), time.monotonic()
     record: dict[str, Any] = {
         "format": RUN_FORMAT,
-        "run_id": run.run_id,
-        "scenario": run.scenario.name,
-        "agent": run.agent,
-        "model": run.model,
-        "variant": run.variant,
-        "repeat": run.repeat,
+        **run.identity(),
         "key": run.agent_key,
         "versions": {
             "llmtt": __version__,

@@ -8,6 +8,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from llmtt import __version__
 from llmtt.agents.registry import make_agent
@@ -77,6 +78,17 @@ class Run:
     report_key: Key
     tags: tuple[str, ...] = field(default=())
     judge: JudgePlan | None = None
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that name a run in every record written about it."""
+        return {
+            "run_id": self.run_id,
+            "scenario": self.scenario.name,
+            "agent": self.agent,
+            "model": self.model,
+            "variant": self.variant,
+            "repeat": self.repeat,
+        }
 
     @property
     def label(self) -> str:

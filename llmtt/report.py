@@ -229,12 +229,7 @@ def _row(run: Run) -> dict[str, Any]:
     path = run.dir / "result.json"
     if not path.exists():
         return {
-            "run_id": run.run_id,
-            "scenario": run.scenario.name,
-            "agent": run.agent,
-            "model": run.model,
-            "variant": run.variant,
-            "repeat": run.repeat,
+            **run.identity(),
             "outcome": "missing",
             "outcome_reason": "not evaluated",
             "gates_passed": 0,

@@ -28,12 +28,7 @@ def result_record(
     }
     return {
         "format": RESULT_FORMAT,
-        "run_id": run.run_id,
-        "scenario": run.scenario.name,
-        "agent": run.agent,
-        "model": run.model,
-        "variant": run.variant,
-        "repeat": run.repeat,
+        **run.identity(),
         "tags": list(run.tags),
         "tier": run.scenario.spec.tier,
         "key": run.agent_key,

@@ -36,3 +36,11 @@ def read_json(path: Path) -> Any:
     """Read a JSON file."""
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
+
+
+def read_jsonl(path: Path) -> list[Any]:
+    """Every record of a JSON-lines file (events.jsonl, results.jsonl); a missing file has none."""
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]

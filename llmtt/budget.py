@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmtt.atomic import read_jsonl
 from llmtt.errors import LlmttError
 from llmtt.plan import Run
 
@@ -117,20 +118,10 @@ def expected_cost(run: Run, history: list[dict[str, Any]], models: Any) -> float
     return model.cost(per_turn * turns, 400 * turns)
 
 
-def read_history(path: Path) -> list[dict[str, Any]]:
-    """Every record of results.jsonl (missing file: none)."""
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-
-
 def events_cost(path: Path) -> float | None:
     """What a run's usage events add up to; None when any turn's cost is unknown."""
     total = 0.0
-    if not path.exists():
-        return 0.0
-    for line in path.read_text(encoding="utf-8").splitlines():
-        event = json.loads(line)
+    for event in read_jsonl(path):
         if event.get("event") == "usage":
             if event.get("cost_usd") is None:
                 return None

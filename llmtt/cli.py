@@ -151,8 +151,8 @@ def _compare(root: Path, a: str, b: str) -> int:
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    from llmtt.atomic import read_json
-    from llmtt.budget import expected_cost, read_history
+    from llmtt.atomic import read_json, read_jsonl
+    from llmtt.budget import expected_cost
     from llmtt.plan import Selection, build_plan
     from llmtt.project import load_project
 
@@ -166,7 +166,7 @@ def _estimate(args: argparse.Namespace) -> int:
         repeats=args.repeats,
     )
     plan = build_plan(project, selection)
-    history = read_history(project.results_dir / "results.jsonl")
+    history = read_jsonl(project.results_dir / "results.jsonl")
     pending = []
     for run in plan.runs:
         done = run.dir / "result.json"

@@ -7,7 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from llmtt.atomic import read_json, write_json, write_text
+from llmtt.atomic import read_json, read_jsonl, write_json, write_text
 from llmtt.errors import LlmttError
 from llmtt.plan import Plan, Run
 from llmtt.project import Project
@@ -87,21 +87,15 @@ def render_evaluation(project: Project, run: Run) -> tuple[str, str]:
 
 
 def _commands(path: Path) -> list[dict[str, Any]]:
-    import json
-
-    if not path.exists():
-        return []
     calls: dict[str, dict[str, Any]] = {}
     order: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            event = json.loads(line)
-            if event["event"] == "tool_call":
-                entry = {"command": event["command"], "exit_code": None}
-                calls[str(event.get("id"))] = entry
-                order.append(entry)
-            elif event["event"] == "tool_result" and str(event.get("id")) in calls:
-                calls[str(event.get("id"))]["exit_code"] = event.get("exit_code")
+    for event in read_jsonl(path):
+        if event["event"] == "tool_call":
+            entry = {"command": event["command"], "exit_code": None}
+            calls[str(event.get("id"))] = entry
+            order.append(entry)
+        elif event["event"] == "tool_result" and str(event.get("id")) in calls:
+            calls[str(event.get("id"))]["exit_code"] = event.get("exit_code")
     return order
 
 
@@ -166,7 +160,6 @@ def _html(project: Project, plan: Plan, data: dict[str, Any]) -> str:
 
 def _details(run: Run, redact: Redactor) -> dict[str, Any]:
     """A run's panel: gate results, the event timeline, the transcript's end (redacted)."""
-    import json
 
     from llmtt.agents.cli import strip_ansi
 
@@ -177,8 +170,7 @@ def _details(run: Run, redact: Redactor) -> dict[str, Any]:
     events = run.dir / "events.jsonl"
     if events.exists():
         timeline = []
-        for line in events.read_text(encoding="utf-8").splitlines()[:400]:
-            event = json.loads(line)
+        for event in read_jsonl(events)[:400]:
             kind = event["event"]
             if kind == "tool_call":
                 timeline.append(f"$ {event['command']}")

@@ -21,8 +21,8 @@ from doit import get_var
 from doit.dependency import UptodateCalculator
 from doit.exceptions import TaskFailed
 
-from llmtt.atomic import read_json
-from llmtt.budget import Ledger, budget_limit, events_cost, expected_cost, read_history
+from llmtt.atomic import read_json, read_jsonl
+from llmtt.budget import Ledger, budget_limit, events_cost, expected_cost
 from llmtt.errors import LlmttError
 from llmtt.plan import Key, Plan, Run, Selection, build_plan
 from llmtt.project import load_project
@@ -384,7 +384,7 @@ def _agent_cost_hold(run: Run) -> float:
     """What a paid run holds while it runs: its own limit, else its expected cost."""
     if run.scenario.spec.cost.max_usd is not None:
         return run.scenario.spec.cost.max_usd
-    history = read_history(PLAN.project.results_dir / "results.jsonl")
+    history = read_jsonl(PLAN.project.results_dir / "results.jsonl")
     return expected_cost(run, history, PLAN.project.config.models) or 0.0
 
 

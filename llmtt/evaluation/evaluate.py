@@ -86,7 +86,8 @@ def judge_run(project: Project, run: Run) -> dict[str, Any]:
     """Layer 3 of a run, then its outcome; a paid judge needs LLMTT_ENABLED=1."""
     import os
 
-    from llmtt.evaluation.judge import build_prompt, judge, read_events
+    from llmtt.atomic import read_jsonl
+    from llmtt.evaluation.judge import build_prompt, judge
     from llmtt.models import resolve_model
     from llmtt.redaction import Redactor
 
@@ -107,7 +108,7 @@ def judge_run(project: Project, run: Run) -> dict[str, Any]:
         run.scenario.spec.task.prompt,
         rubric,
         gates,
-        read_events(run.dir / "events.jsonl"),
+        read_jsonl(run.dir / "events.jsonl"),
         project.config.judge.max_transcript_chars,
         Redactor(run.target.env),
     )

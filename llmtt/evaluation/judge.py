@@ -8,7 +8,6 @@ after that the run records a judge error (outcome fail) — the evaluation never
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -205,10 +204,3 @@ def _failed(record: dict[str, Any], reason: str) -> dict[str, Any]:
         {"scores": {}, "weighted_score": None, "passed": False, "reason": reason, "error": reason}
     )
     return record
-
-
-def read_events(path: Path) -> list[dict[str, Any]]:
-    """The run's events as plain dicts (missing file: none)."""
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]

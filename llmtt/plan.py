@@ -109,7 +109,7 @@ class Plan:
     aggregate_key: Key
 
 
-SAFE = re.compile(r"[^A-Za-z0-9_.=+-]+")
+SAFE = re.compile(r"[^A-Za-z0-9_.+-]+")  # doit task names may not hold "="
 
 
 def _safe(part: str) -> str:

@@ -1,9 +1,10 @@
 """The doit surface: the plan's runs in, task dicts out. Nothing else in llmtt imports doit.
 
 A user's `dodo.py` is `from llmtt.tasks import *`. Per run, `doit list` shows one task named
-after the run (`<scenario>/<agent>[-<model>][-<variant>]/r<k>`); its layers are subtasks
-(`<run>:agent`, `<run>:evaluate`, `<run>:report`, shown by `doit list --all`), and `aggregate`
-writes the reports. Each layer carries its own content key, so only what changed re-runs.
+after the run (`<scenario>/<agent>[-<model>][-<variant>]/r<k>`): its last layer, which renders
+`evaluation.md`. The earlier layers are its subtasks (`<run>:agent`, `<run>:evaluate`, and
+`<run>:judge` when judged; `doit list --all` shows them), and `aggregate` writes the reports.
+Each layer carries its own content key, so only what changed re-runs.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from doit import get_var
 from doit.dependency import UptodateCalculator
 from doit.exceptions import TaskFailed
+from doit.task import Task
 
 from llmtt.atomic import read_json, read_jsonl
 from llmtt.budget import Ledger, budget_limit, events_cost, expected_cost
@@ -172,7 +174,7 @@ def _ledger() -> Ledger | None:
     return Ledger.create(PLAN.project.results_dir / ".llmtt-cache" / "budget.json", limit)
 
 
-def task_llmtt() -> Iterator[dict[str, Any]]:
+def task_llmtt() -> Iterator[Task | dict[str, Any]]:
     """Every run's layers and the aggregate."""
     for run in PLAN.runs:
         yield from _run_tasks(run)
@@ -209,65 +211,65 @@ SHOW_STATUS = _status_is_shown()
 LEDGER = _ledger()
 
 
-def _run_tasks(run: Run) -> Iterator[dict[str, Any]]:
+def _run_tasks(run: Run) -> Iterator[Task]:
+    """A run's layers as doit tasks; the last layer, report, is the run's visible task.
+
+    Built as `Task` objects rather than dicts: the loader's dict handling and a group task per
+    run cost a quarter of a no-op `doit run` on a plan of a thousand runs.
+    """
     rid = run.run_id
     d = str(run.dir) + os.sep  # plain strings: thousands of paths are built on every load
-    layers = [f"{rid}:agent", f"{rid}:evaluate", f"{rid}:report"]
     judged = run.judge is not None
-    if judged:
-        layers.insert(2, f"{rid}:judge")
+    layers = [f"{rid}:agent", f"{rid}:evaluate"] + ([f"{rid}:judge"] if judged else [])
     # result.json (the settled outcome) comes from the judge when there is one.
     evaluated = ["metrics.json", "gates.json"] + ([] if judged else ["result.json"])
-    yield {
-        "basename": rid,
-        "name": None,
-        "doc": run.label,
-        "uptodate": [LayersDone(layers) if SHOW_STATUS else True],
-    }
-    yield {
-        "basename": rid,
-        "name": "agent",
-        "doc": f"launch {run.agent} for {run.label}",
-        "actions": [(_agent_action, [run])],
-        "targets": [d + n for n in AGENT_OUTPUTS],
-        "uptodate": [KeyCheck("agent", run.agent_key)],
-        "clean": [(_remove_dir, [run.dir])],
-        "verbosity": 2,
-    }
-    yield {
-        "basename": rid,
-        "name": "evaluate",
-        "doc": f"metrics and gates of {run.label}",
-        "actions": [(_evaluate_action, [run])],
-        "file_dep": [d + "run.json"],
-        "targets": [d + n for n in evaluated],
-        "uptodate": [KeyCheck("evaluate", run.eval_key)],
-        "clean": True,
-        "verbosity": 2,
-    }
+    yield Task(
+        layers[0],
+        [(_agent_action, [run])],
+        targets=[d + n for n in AGENT_OUTPUTS],
+        uptodate=[KeyCheck("agent", run.agent_key)],
+        clean=[(_remove_dir, [run.dir])],
+        doc=f"launch {run.agent} for {run.label}",
+        verbosity=2,
+        subtask_of=rid,
+    )
+    yield Task(
+        layers[1],
+        [(_evaluate_action, [run])],
+        file_dep=[d + "run.json"],
+        targets=[d + n for n in evaluated],
+        uptodate=[KeyCheck("evaluate", run.eval_key)],
+        clean=True,
+        doc=f"metrics and gates of {run.label}",
+        verbosity=2,
+        subtask_of=rid,
+    )
     if run.judge is not None:
-        yield {
-            "basename": rid,
-            "name": "judge",
-            "doc": f"LLM judge ({run.judge.model}) of {run.label}",
-            "actions": [(_judge_action, [run])],
-            "file_dep": [d + "metrics.json", d + "gates.json"],
-            "targets": [d + "judge.json", d + "result.json"],
-            "uptodate": [KeyCheck("judge", run.judge.key)],
-            "clean": True,
-            "verbosity": 2,
-        }
-    yield {
-        "basename": rid,
-        "name": "report",
-        "doc": f"evaluation.md of {run.label}",
-        "actions": [(_report_action, [run])],
-        "file_dep": [d + n for n in EVALUATE_OUTPUTS] + ([d + "judge.json"] if judged else []),
-        "targets": [d + "evaluation.md"],
-        "uptodate": [KeyCheck("report", run.report_key)],
-        "clean": True,
-        "verbosity": 2,
-    }
+        yield Task(
+            layers[2],
+            [(_judge_action, [run])],
+            file_dep=[d + "metrics.json", d + "gates.json"],
+            targets=[d + "judge.json", d + "result.json"],
+            uptodate=[KeyCheck("judge", run.judge.key)],
+            clean=True,
+            doc=f"LLM judge ({run.judge.model}) of {run.label}",
+            verbosity=2,
+            subtask_of=rid,
+        )
+    report_check: list[Any] = [KeyCheck("report", run.report_key)]
+    if SHOW_STATUS:
+        report_check.append(LayersDone(layers))
+    yield Task(
+        rid,
+        [(_report_action, [run])],
+        file_dep=[d + n for n in EVALUATE_OUTPUTS] + ([d + "judge.json"] if judged else []),
+        targets=[d + "evaluation.md"],
+        task_dep=layers,
+        uptodate=report_check,
+        clean=True,
+        doc=run.label,
+        verbosity=2,
+    )
 
 
 def _aggregate_task(plan: Plan) -> dict[str, Any]:

@@ -51,9 +51,9 @@ def test_second_run_executes_nothing_and_edits_rerun_only_their_layer(project: P
     assert first.code == 0, first.out + first.err
     assert sorted(first.executed()) == sorted(
         [
-            f"{s}/oracle/r1:{layer}"
+            f"{s}/oracle/r1{layer}"
             for s in ("alpha", "beta")
-            for layer in ("agent", "evaluate", "report")
+            for layer in (":agent", ":evaluate", "")  # the run's own task is its report
         ]
         + ["aggregate"]
     ), first.out
@@ -70,9 +70,9 @@ def test_second_run_executes_nothing_and_edits_rerun_only_their_layer(project: P
     third = project.doit("run")
     assert sorted(third.executed()) == [
         "aggregate",
+        "alpha/oracle/r1",
         "alpha/oracle/r1:agent",
         "alpha/oracle/r1:evaluate",
-        "alpha/oracle/r1:report",
     ], third.out
 
     # A gate edit re-evaluates without re-running the agent.
@@ -84,9 +84,7 @@ def test_second_run_executes_nothing_and_edits_rerun_only_their_layer(project: P
     # A template edit re-renders only.
     project.write("templates/evaluation.md.j2", "custom {{ metrics.outcome }}\n")
     fifth = project.doit("run")
-    assert sorted(fifth.executed()) == ["alpha/oracle/r1:report", "beta/oracle/r1:report"], (
-        fifth.out
-    )
+    assert sorted(fifth.executed()) == ["alpha/oracle/r1", "beta/oracle/r1"], fifth.out
     assert (project.results() / "alpha/oracle/r1/evaluation.md").read_text() == "custom pass\n"
 
 

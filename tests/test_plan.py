@@ -48,6 +48,12 @@ def test_run_ids_and_axes(demo: Project) -> None:
     assert runs[0].agent_key["repeat"] != runs[1].agent_key["repeat"]
 
 
+def test_run_ids_are_valid_doit_task_names(demo: Project) -> None:
+    # doit refuses task names holding "="; a model name may hold one.
+    (run,) = plan(demo, agents=("litellm",), models=("acme/m=1 big",)).runs
+    assert run.run_id == "demo/litellm-acme_m_1_big/r1"
+
+
 @pytest.mark.parametrize(
     ("rel", "old", "new", "agent_part", "eval_changes"),
     [

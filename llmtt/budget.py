@@ -15,11 +15,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmtt.atomic import read_jsonl
 from llmtt.errors import LlmttError
-from llmtt.plan import Run
+
+if TYPE_CHECKING:
+    from llmtt.plan import Run
 
 
 class BudgetExhausted(LlmttError):

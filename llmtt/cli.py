@@ -66,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _validate(root: Path) -> int:
-    from llmtt.plan import Selection, build_plan
+    from llmtt.plan import build_plan
     from llmtt.project import load_project
+    from llmtt.selection import Selection
 
     project = load_project(root)
     plan = build_plan(project, Selection())
@@ -153,8 +154,9 @@ def _compare(root: Path, a: str, b: str) -> int:
 def _estimate(args: argparse.Namespace) -> int:
     from llmtt.atomic import read_json, read_jsonl
     from llmtt.budget import expected_cost
-    from llmtt.plan import Selection, build_plan
+    from llmtt.plan import build_plan
     from llmtt.project import load_project
+    from llmtt.selection import Selection
 
     project = load_project(args.project)
     selection = Selection(

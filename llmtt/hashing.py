@@ -10,6 +10,10 @@ from typing import Any
 
 import xxhash
 
+from llmtt import inputs
+
+Key = dict[str, str]  # a layer's cache key: what it depends on, part by part, as hashes
+
 
 def hash_value(value: Any) -> str:
     """Hash a JSON-able value; key order does not matter."""
@@ -24,6 +28,7 @@ def hash_bytes(data: bytes) -> str:
 
 def hash_file(path: Path) -> str:
     """Hash a file's contents; a missing file hashes as the word 'missing'."""
+    inputs.note_file(path)
     try:
         return hash_bytes(path.read_bytes())
     except FileNotFoundError:
@@ -33,7 +38,9 @@ def hash_file(path: Path) -> str:
 def hash_tree(root: Path) -> str:
     """Hash a folder: every entry's relative path, kind, executable bit and contents."""
     digest = xxhash.xxh3_128()
+    inputs.note_file(root)
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        inputs.note_file(dirpath, follow=False)
         dirnames.sort()
         rel_dir = os.path.relpath(dirpath, root)
         for name in sorted(
@@ -42,6 +49,7 @@ def hash_tree(root: Path) -> str:
             full = os.path.join(dirpath, name)
             rel = os.path.normpath(os.path.join(rel_dir, name))
             info = os.lstat(full)
+            inputs.note_file(full, follow=False)
             if stat.S_ISLNK(info.st_mode):
                 digest.update(f"L {rel} -> {os.readlink(full)}\n".encode())
                 continue

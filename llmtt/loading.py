@@ -17,6 +17,7 @@ from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from llmtt import inputs
 from llmtt.errors import ConfigError, Problem
 
 M = TypeVar("M", bound=BaseModel)
@@ -115,6 +116,7 @@ def _split_dotted(key: str) -> list[str]:
 
 
 def _read_text(path: Path) -> str:
+    inputs.note_file(path)
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -10,41 +10,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmtt import __version__
+from llmtt import __version__, inputs
 from llmtt.agents.registry import make_agent
 from llmtt.config import TargetSpec
 from llmtt.errors import ConfigError
 from llmtt.evaluation.judge_version import JUDGE_VERSION
-from llmtt.hashing import hash_file, hash_tree, hash_value
+from llmtt.hashing import Key, hash_file, hash_tree, hash_value
 from llmtt.project import Project
 from llmtt.scenario import LoadedScenario, ScenarioMatrix
+from llmtt.selection import Selection
 from llmtt.versions import Versions
-
-Key = dict[str, str]
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Which runs to plan: filters and axis overrides (doit variables)."""
-
-    scenarios: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()
-    tiers: tuple[int, ...] = ()
-    agents: tuple[str, ...] = ()
-    models: tuple[str, ...] = ()
-    variants: tuple[str, ...] = ()
-    repeats: int | None = None
-
-    def describe(self) -> str:
-        """The selection as the doit variables that made it."""
-        parts = []
-        for name in ("scenarios", "tags", "tiers", "agents", "models", "variants"):
-            values = getattr(self, name)
-            if values:
-                parts.append(f"{name[:-1]}={','.join(str(v) for v in values)}")
-        if self.repeats is not None:
-            parts.append(f"repeats={self.repeats}")
-        return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -221,6 +196,7 @@ def _judge_plan(project: Project, scenario: LoadedScenario) -> JudgePlan | None:
     settings = scenario.spec.evaluation.judge
     if not settings.enabled:
         return None
+    inputs.note_env("LLMTT_JUDGE")
     model = settings.model or project.config.judge.model or os.environ.get("LLMTT_JUDGE")
     if not model:
         raise ConfigError.one(
@@ -343,6 +319,7 @@ def _variant_key(project: Project, variant: str | None) -> str:
 
 def _template_key(project: Project, name: str) -> str:
     own = project.templates_dir / name
+    inputs.note_file(own)
     if own.is_file():
         return hash_file(own)
     return hash_file(Path(__file__).parent / "templates" / name)

@@ -6,6 +6,7 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llmtt import inputs
 from llmtt.config import Config, TargetSpec, load_config
 from llmtt.errors import ConfigError, Problem
 from llmtt.loading import line_of
@@ -56,6 +57,7 @@ class Project:
         if name is None:
             return None
         for candidate in (self.root / name, self.root / self.config.paths.rubrics / name):
+            inputs.note_file(candidate)
             if candidate.is_file():
                 return candidate
         return self.root / name
@@ -79,6 +81,7 @@ def load_project(root: Path) -> Project:
             )
     scenarios: list[LoadedScenario] = []
     scenario_dir = root / config.paths.scenarios
+    inputs.note_file(scenario_dir)  # its times move when a scenario file comes or goes
     if not scenario_dir.is_dir():
         raise ConfigError.one(
             root / "llmtt.toml",
@@ -94,6 +97,7 @@ def load_project(root: Path) -> Project:
     project = Project(root, config, scenarios, {})
     problems.extend(_cross_check(project))
     rubric_dir = root / config.paths.rubrics
+    inputs.note_file(rubric_dir)
     for path in sorted(rubric_dir.glob("*.y*ml")) if rubric_dir.is_dir() else []:
         if path not in project.rubrics:  # unused rubrics are checked too
             try:

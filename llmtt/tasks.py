@@ -16,18 +16,23 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doit import get_var
 from doit.dependency import UptodateCalculator
 from doit.exceptions import TaskFailed
 from doit.task import Task
 
+from llmtt import plancache
 from llmtt.atomic import read_json, read_jsonl
 from llmtt.budget import Ledger, budget_limit, events_cost, expected_cost
 from llmtt.errors import LlmttError
-from llmtt.plan import Key, Plan, Run, Selection, build_plan
-from llmtt.project import load_project
+from llmtt.hashing import Key
+from llmtt.plancache import RunSpec, TaskPlan
+from llmtt.selection import Selection
+
+if TYPE_CHECKING:
+    from llmtt.plan import Plan, Run
 
 __all__ = ["DOIT_CONFIG", "task_llmtt"]
 
@@ -142,43 +147,76 @@ def _selection() -> Selection:
     )
 
 
-def _load() -> Plan:
+def _load() -> tuple[Selection, TaskPlan, Plan | None]:
+    """The selection and its plan's tasks (cached); the full plan too when it had to be built."""
     try:
-        return build_plan(load_project(Path.cwd()), _selection())
+        selection = _selection()
+        return (selection, *plancache.load(ROOT, selection))
     except LlmttError as exc:
         sys.stderr.write(f"llmtt: {exc}\n")
         raise SystemExit(2) from None
 
 
-PLAN = _load()
+ROOT = Path.cwd().resolve()
+SELECTION, TASKS, _BUILT = _load()
+RESULTS = Path(TASKS.results_dir)
 DOIT_CONFIG: dict[str, Any] = {
-    "dep_file": str(PLAN.project.results_dir / ".doit.sqlite3"),
+    "dep_file": str(RESULTS / ".doit.sqlite3"),
     "backend": "sqlite3",
     "continue": True,
     "verbosity": 2,
     "reporter": "executed-only",  # thousands of up-to-date lines would bury what happened
-    "default_tasks": [run.run_id for run in PLAN.runs] + ["aggregate"],
+    "default_tasks": [run.run_id for run in TASKS.runs] + ["aggregate"],
 }
-PLAN.project.results_dir.mkdir(parents=True, exist_ok=True)
+RESULTS.mkdir(parents=True, exist_ok=True)
+
+
+@functools.cache
+def _plan() -> tuple[Plan, dict[str, Run]]:
+    """The full plan, for the tasks that execute: built at most once per process, and only
+    when the task list came from the cache."""
+    from llmtt.plan import build_plan
+    from llmtt.project import load_project
+
+    plan = _BUILT or build_plan(load_project(ROOT), SELECTION)
+    return plan, {run.run_id: run for run in plan.runs}
+
+
+def _stale(what: str) -> LlmttError:
+    plancache.discard(ROOT, SELECTION)
+    return LlmttError(
+        f"the cached plan was out of date ({what}), so this invocation may have skipped work; "
+        "the cache is removed: run doit again (and please report this)"
+    )
+
+
+def _run(spec: RunSpec) -> Run:
+    """The full run behind a task, checked against the keys its task was made with."""
+    run = _plan()[1].get(spec.run_id)
+    if run is None:
+        raise _stale(f"{spec.run_id} is no longer planned")
+    if RunSpec.of(run) != spec:
+        raise _stale(f"the keys of {spec.run_id} changed")
+    return run
 
 
 def _ledger() -> Ledger | None:
     """This invocation's session budget, shared by parallel workers through a locked file."""
     try:
-        limit = budget_limit(PLAN.project.config.budget.max_usd, get_var("budget", None))
+        limit = budget_limit(TASKS.budget_max_usd, get_var("budget", None))
     except LlmttError as exc:
         sys.stderr.write(f"llmtt: {exc}\n")
         raise SystemExit(2) from None
     if limit is None or SHOW_STATUS:
         return None
-    return Ledger.create(PLAN.project.results_dir / ".llmtt-cache" / "budget.json", limit)
+    return Ledger.create(RESULTS / ".llmtt-cache" / "budget.json", limit)
 
 
 def task_llmtt() -> Iterator[Task | dict[str, Any]]:
     """Every run's layers and the aggregate."""
-    for run in PLAN.runs:
+    for run in TASKS.runs:
         yield from _run_tasks(run)
-    yield _aggregate_task(PLAN)
+    yield _aggregate_task(TASKS)
 
 
 _DOIT_COMMANDS = {
@@ -211,15 +249,15 @@ SHOW_STATUS = _status_is_shown()
 LEDGER = _ledger()
 
 
-def _run_tasks(run: Run) -> Iterator[Task]:
+def _run_tasks(run: RunSpec) -> Iterator[Task]:
     """A run's layers as doit tasks; the last layer, report, is the run's visible task.
 
     Built as `Task` objects rather than dicts: the loader's dict handling and a group task per
     run cost a quarter of a no-op `doit run` on a plan of a thousand runs.
     """
     rid = run.run_id
-    d = str(run.dir) + os.sep  # plain strings: thousands of paths are built on every load
-    judged = run.judge is not None
+    d = run.dir + os.sep
+    judged = run.judge_model is not None
     layers = [f"{rid}:agent", f"{rid}:evaluate"] + ([f"{rid}:judge"] if judged else [])
     # result.json (the settled outcome) comes from the judge when there is one.
     evaluated = ["metrics.json", "gates.json"] + ([] if judged else ["result.json"])
@@ -227,8 +265,8 @@ def _run_tasks(run: Run) -> Iterator[Task]:
         layers[0],
         [(_agent_action, [run])],
         targets=[d + n for n in AGENT_OUTPUTS],
-        uptodate=[KeyCheck("agent", run.agent_key)],
-        clean=[(_remove_dir, [run.dir])],
+        uptodate=[KeyCheck("agent", run.keys["agent"])],
+        clean=[(_remove_dir, [Path(run.dir)])],
         doc=f"launch {run.agent} for {run.label}",
         verbosity=2,
         subtask_of=rid,
@@ -238,25 +276,25 @@ def _run_tasks(run: Run) -> Iterator[Task]:
         [(_evaluate_action, [run])],
         file_dep=[d + "run.json"],
         targets=[d + n for n in evaluated],
-        uptodate=[KeyCheck("evaluate", run.eval_key)],
+        uptodate=[KeyCheck("evaluate", run.keys["evaluate"])],
         clean=True,
         doc=f"metrics and gates of {run.label}",
         verbosity=2,
         subtask_of=rid,
     )
-    if run.judge is not None:
+    if judged:
         yield Task(
             layers[2],
             [(_judge_action, [run])],
             file_dep=[d + "metrics.json", d + "gates.json"],
             targets=[d + "judge.json", d + "result.json"],
-            uptodate=[KeyCheck("judge", run.judge.key)],
+            uptodate=[KeyCheck("judge", run.keys["judge"])],
             clean=True,
-            doc=f"LLM judge ({run.judge.model}) of {run.label}",
+            doc=f"LLM judge ({run.judge_model}) of {run.label}",
             verbosity=2,
             subtask_of=rid,
         )
-    report_check: list[Any] = [KeyCheck("report", run.report_key)]
+    report_check: list[Any] = [KeyCheck("report", run.keys["report"])]
     if SHOW_STATUS:
         report_check.append(LayersDone(layers))
     yield Task(
@@ -272,17 +310,16 @@ def _run_tasks(run: Run) -> Iterator[Task]:
     )
 
 
-def _aggregate_task(plan: Plan) -> dict[str, Any]:
-    results = plan.project.results_dir
+def _aggregate_task(tasks: TaskPlan) -> dict[str, Any]:
     return {
         "basename": "aggregate",
         "doc": "report.md and report.json over every selected run",
-        "actions": [(_aggregate_action, [plan])],
-        "file_dep": [str(run.dir / "result.json") for run in plan.runs],
+        "actions": [(_aggregate_action, [])],
+        "file_dep": [os.path.join(run.dir, "result.json") for run in tasks.runs],
         "targets": [
-            str(results / n) for n in ("report.md", "report.json", "report.html", "junit.xml")
+            str(RESULTS / n) for n in ("report.md", "report.json", "report.html", "junit.xml")
         ],
-        "uptodate": [KeyCheck("aggregate", plan.aggregate_key)],
+        "uptodate": [KeyCheck("aggregate", tasks.aggregate_key)],
         "clean": True,
         "verbosity": 2,
     }
@@ -302,11 +339,12 @@ def _guarded(action: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @_guarded
-def _agent_action(run: Run) -> dict[str, Any]:
+def _agent_action(spec: RunSpec) -> dict[str, Any]:
     from llmtt.execute import execute_run
 
+    run = _run(spec)
     amount = _reserve(run, f"{run.run_id}:agent", _agent_cost_hold) if _paid_agent(run) else None
-    record = execute_run(PLAN.project, run)
+    record = execute_run(_plan()[0].project, run)
     if LEDGER is not None and amount is not None:
         LEDGER.settle(f"{run.run_id}:agent", events_cost(run.dir / "events.jsonl"), amount)
     if record["status"] == "error":
@@ -317,22 +355,24 @@ def _agent_action(run: Run) -> dict[str, Any]:
 
 
 @_guarded
-def _evaluate_action(run: Run) -> None:
+def _evaluate_action(spec: RunSpec) -> None:
     from llmtt.evaluation.evaluate import evaluate_run
 
-    record = evaluate_run(PLAN.project, run)
+    run = _run(spec)
+    record = evaluate_run(_plan()[0].project, run)
     if record is not None and record["outcome"] != "error":
         print(f"llmtt: {run.run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
 
 
 @_guarded
-def _judge_action(run: Run) -> None:
+def _judge_action(spec: RunSpec) -> None:
     from llmtt.evaluation.evaluate import judge_run
 
+    run = _run(spec)
     assert run.judge is not None
     key = f"{run.run_id}:judge"
     amount = _reserve(run, key, _judge_cost_hold) if _paid_model(run.judge.model) else None
-    record = judge_run(PLAN.project, run)
+    record = judge_run(_plan()[0].project, run)
     if LEDGER is not None and amount is not None:
         judged = read_json(run.dir / "judge.json")
         LEDGER.settle(key, judged.get("cost_usd"), amount)
@@ -341,10 +381,11 @@ def _judge_action(run: Run) -> None:
 
 
 @_guarded
-def _report_action(run: Run) -> TaskFailed | None:
+def _report_action(spec: RunSpec) -> TaskFailed | None:
     from llmtt.report import render_evaluation
 
-    outcome, reason = render_evaluation(PLAN.project, run)
+    run = _run(spec)
+    outcome, reason = render_evaluation(_plan()[0].project, run)
     if outcome == "error":
         # The run's last layer fails, so `doit run <run>` exits non-zero too; the aggregate,
         # which needs only the evaluation, still reports it.
@@ -353,9 +394,12 @@ def _report_action(run: Run) -> TaskFailed | None:
 
 
 @_guarded
-def _aggregate_action(plan: Plan) -> TaskFailed | None:
+def _aggregate_action() -> TaskFailed | None:
     from llmtt.report import aggregate
 
+    plan = _plan()[0]
+    if TaskPlan.of(plan) != TASKS:
+        raise _stale("the runs or the aggregate key changed")
     data = aggregate(plan)
     summary = data["summary"]
     results = os.path.relpath(plan.project.results_dir / "report.md")
@@ -379,23 +423,25 @@ def _paid_model(model: str | None) -> bool:
 def _paid_agent(run: Run) -> bool:
     from llmtt.agents.registry import make_agent
 
-    return _paid_model(run.model) and not make_agent(PLAN.project, run.agent).free
+    return _paid_model(run.model) and not make_agent(_plan()[0].project, run.agent).free
 
 
 def _agent_cost_hold(run: Run) -> float:
     """What a paid run holds while it runs: its own limit, else its expected cost."""
     if run.scenario.spec.cost.max_usd is not None:
         return run.scenario.spec.cost.max_usd
-    history = read_jsonl(PLAN.project.results_dir / "results.jsonl")
-    return expected_cost(run, history, PLAN.project.config.models) or 0.0
+    project = _plan()[0].project
+    history = read_jsonl(project.results_dir / "results.jsonl")
+    return expected_cost(run, history, project.config.models) or 0.0
 
 
 def _judge_cost_hold(run: Run) -> float:
     from llmtt.models import resolve_model
 
     assert run.judge is not None
-    tokens = PLAN.project.config.judge.max_transcript_chars // 4 + 2_000
-    cost = resolve_model(run.judge.model, PLAN.project.config.models).cost(2 * tokens, 1_000)
+    config = _plan()[0].project.config
+    tokens = config.judge.max_transcript_chars // 4 + 2_000
+    cost = resolve_model(run.judge.model, config.models).cost(2 * tokens, 1_000)
     return cost or 0.0
 
 

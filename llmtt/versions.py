@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from llmtt import inputs
 from llmtt.atomic import write_json
 from llmtt.config import TargetSpec
 from llmtt.hashing import hash_value
@@ -53,6 +53,8 @@ class Versions:
                 self._cache[key] = version
                 self._dirty = True
         self._seen[key] = version
+        if version.startswith("error:"):
+            inputs.unsettle(version)  # probed again next time, maybe with another answer
         return version
 
     def save(self) -> None:
@@ -62,8 +64,9 @@ class Versions:
             self._dirty = False
 
     def _cache_key(self, command: str, binary: str | None, env: Mapping[str, str]) -> str:
-        resolved = shutil.which(binary, path=tool_path()) if binary else None
+        resolved = inputs.which(binary, tool_path()) if binary else None
         if resolved is None:
+            inputs.unsettle(f"`{command}` is run on every load: no binary to key its output on")
             return "cmd:" + hash_value([command, dict(env)])
         info = os.stat(resolved)
         return "bin:" + hash_value([command, dict(env), resolved, info.st_size, info.st_mtime_ns])

@@ -8,8 +8,9 @@ import pytest
 from conftest import GIT_TOML, Project
 
 from llmtt.errors import ConfigError
-from llmtt.plan import Plan, Selection, build_plan
+from llmtt.plan import Plan, build_plan
 from llmtt.project import load_project
+from llmtt.selection import Selection
 
 SCENARIO = """\
 name: demo

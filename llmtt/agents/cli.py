@@ -11,11 +11,11 @@ import json
 import os
 import re
 import shlex
-import shutil
 from abc import abstractmethod
 from pathlib import Path
 from typing import Any
 
+from llmtt import inputs
 from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
 from llmtt.agents.runner import run_in_pty
 from llmtt.events import EventWriter
@@ -122,11 +122,13 @@ class CliAgent(Agent):
         if configured:
             path = Path(configured).expanduser()
             path = path if path.is_absolute() else self.project_root / path
+            inputs.note_file(path)
             return str(path) if path.is_file() and os.access(path, os.X_OK) else None
-        found = shutil.which(self.executable_name, path=tool_path())
+        found = inputs.which(self.executable_name, tool_path())
         if found:
             return found
         local = self.project_root / "node_modules" / ".bin" / self.executable_name
+        inputs.note_file(local)
         return str(local) if local.exists() else None
 
     def version(self, probe: VersionProbe) -> str:

@@ -252,3 +252,42 @@ def test_a_cached_task_list_loads_without_the_loaders(demo: Project) -> None:
 
     assert loaded() == "['llmtt.plan', 'llmtt.project', 'pydantic', 'yaml']"  # built
     assert loaded() == "[]"  # from the cache
+
+
+AUDIT = """
+import json, os, sys
+from pathlib import Path
+from llmtt import inputs
+from llmtt.plan import build_plan
+from llmtt.project import load_project
+from llmtt.selection import Selection
+
+opened = []
+def hook(event, args):
+    if event in ("open", "os.listdir", "os.scandir") and isinstance(args[0], (str, os.PathLike)):
+        opened.append(os.path.abspath(args[0]))
+sys.addaudithook(hook)
+with inputs.recording() as noted:
+    build_plan(load_project(Path.cwd()), Selection(agents=("oracle", "claude-code"), models=("scripted",)))
+root = str(Path.cwd().resolve())
+mine = [
+    p for p in opened
+    if p.startswith(root + os.sep)
+    and "/llm-tool-test-results/" not in p  # llmtt's own caches
+    and "__editable__" not in p  # the import system looking for modules
+]
+print(json.dumps({"opened": mine, "unnoted": sorted(set(mine) - set(noted.files) - set(noted.links))}))
+"""
+
+
+def test_every_project_file_the_plan_reads_is_noted(demo: Project) -> None:
+    # Guards the cache against a new read in the loaders that forgets to note its input.
+    demo.write("templates/evaluation.md.j2", "{{ metrics.outcome }}\n")
+    demo.write("node_modules/.bin/claude", "#!/bin/sh\necho 2.0.0\n").chmod(0o755)
+    proc = subprocess.run(
+        [sys.executable, "-c", AUDIT], cwd=demo.root, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    assert len(seen["opened"]) >= 8, seen  # toml, scenarios, fixture, rubric, variant, template
+    assert seen["unnoted"] == []

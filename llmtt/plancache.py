@@ -170,12 +170,16 @@ def _read(where: Path) -> TaskPlan | None:
 
 
 def _write(where: Path, body: dict[str, Any]) -> None:
-    where.parent.mkdir(parents=True, exist_ok=True)
-    body = {"format": FORMAT, "code": code_signature(), **body}
-    write_text(where, json.dumps(body, separators=(",", ":")))
-    cached = sorted(where.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
-    for old in cached[:-KEEP]:
-        old.unlink(missing_ok=True)
+    """Cache a plan, keeping the newest `KEEP`; a cache that cannot be written is not an error."""
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        body = {"format": FORMAT, "code": code_signature(), **body}
+        write_text(where, json.dumps(body, separators=(",", ":")))
+        cached = sorted(where.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+        for old in cached[:-KEEP]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass  # read-only results, or another invocation pruning at the same time
 
 
 def code_signature() -> list[Any]:

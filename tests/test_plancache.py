@@ -291,3 +291,24 @@ def test_every_project_file_the_plan_reads_is_noted(demo: Project) -> None:
     seen = json.loads(proc.stdout)
     assert len(seen["opened"]) >= 8, seen  # toml, scenarios, fixture, rubric, variant, template
     assert seen["unnoted"] == []
+
+
+def test_only_the_newest_plans_are_kept(demo: Project) -> None:
+    for repeats in range(1, plancache.KEEP + 3):
+        plancache.load(demo.root, Selection(repeats=repeats))
+    where = plancache.cache_file(demo.root, Selection(repeats=1))
+    assert where is not None
+    kept = list(where.parent.glob("*.json"))
+    assert len(kept) == plancache.KEEP
+    assert not where.exists()  # the oldest went first
+    assert plancache.load(demo.root, Selection(repeats=plancache.KEEP + 2))[1] is None
+
+
+def test_an_unwritable_cache_folder_only_costs_speed(demo: Project) -> None:
+    where = plancache.cache_file(demo.root, Selection())
+    assert where is not None
+    where.parent.parent.mkdir(parents=True)
+    where.parent.write_text("a file where the folder should be")
+    spec, built = plancache.load(demo.root, Selection())
+    assert built is not None and spec == full(demo.root, Selection())
+    assert plancache.load(demo.root, Selection())[1] is not None

@@ -169,6 +169,18 @@ def test_clean_removes_run_artifacts_and_forget_forces_a_rerun(project: Project)
     assert project.doit("run").code == 0
     assert project.doit("forget", "beta/oracle/r1:agent").code == 0
     assert "beta/oracle/r1:agent" in project.doit("run").executed()
+    # Naming a run forgets or cleans all its layers, and nothing of the other runs.
+    forgot = project.doit("forget", "alpha/oracle/r1")
+    assert forgot.code == 0 and "forgetting alpha/oracle/r1:agent" in forgot.out, forgot.out
+    assert sorted(project.doit("run").executed()) == [
+        "aggregate",
+        "alpha/oracle/r1",
+        "alpha/oracle/r1:agent",
+        "alpha/oracle/r1:evaluate",
+    ]
+    assert project.doit("clean", "beta/oracle/r1").code == 0
+    assert not (project.results() / "beta/oracle/r1").exists()
+    assert (project.results() / "alpha/oracle/r1/evaluation.md").exists()
     assert project.doit("clean").code == 0
     assert not (project.results() / "alpha/oracle/r1").exists()
     rerun = project.doit("run")

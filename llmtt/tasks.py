@@ -162,7 +162,7 @@ SELECTION, TASKS, _BUILT = _load()
 RESULTS = Path(TASKS.results_dir)
 DOIT_CONFIG: dict[str, Any] = {
     "dep_file": str(RESULTS / ".doit.sqlite3"),
-    "backend": "sqlite3",
+    "backend": "llmtt-sqlite3",  # doit's sqlite3 file, read in one query (llmtt/depfile.py)
     "continue": True,
     "verbosity": 2,
     "reporter": "executed-only",  # thousands of up-to-date lines would bury what happened

@@ -1,0 +1,75 @@
+"""The dependency file backend: doit's sqlite3 file, read in one query, same answers as doit's."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from conftest import Project
+from doit.dependency import JSONCodec, SqliteDB
+
+from llmtt.depfile import PreloadedSqliteDB
+
+
+def _written(path: Path) -> None:
+    db = SqliteDB(str(path), JSONCodec())
+    db.set("a:agent", "llmtt_key", {"prompt": "1", "fixture": "2"})
+    db.set("a:agent", "_values_:", {"status": "ok"})
+    db.set("b", "checker_", "MD5Checker")
+    db.dump()
+
+
+def test_reads_what_doits_own_backend_reads(tmp_path: Path) -> None:
+    path = tmp_path / "deps.sqlite3"
+    _written(path)
+    ours, doits = PreloadedSqliteDB(str(path), JSONCodec()), SqliteDB(str(path), JSONCodec())
+    for task, dep in [
+        ("a:agent", "llmtt_key"),
+        ("a:agent", "_values_:"),
+        ("b", "checker_"),
+        ("b", "absent"),
+        ("never-saved", "llmtt_key"),
+    ]:
+        assert ours.get(task, dep) == doits.get(task, dep), (task, dep)
+    assert ours.get("a:agent", "llmtt_key") == {"prompt": "1", "fixture": "2"}
+    for task in ("a:agent", "b", "never-saved"):
+        assert ours.in_(task) == doits.in_(task), task
+    # Every row came with the first query: a fresh reader answers with its connection closed.
+    fresh = PreloadedSqliteDB(str(path), JSONCodec())
+    fresh._conn.close()
+    assert fresh.in_("a:agent") and not fresh.in_("c")
+    assert fresh.get("b", "checker_") == "MD5Checker" and fresh.get("c", "x") is None
+
+
+def test_writes_and_removals_reach_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "deps.sqlite3"
+    _written(path)
+    db = PreloadedSqliteDB(str(path), JSONCodec())
+    db.set("c", "llmtt_key", {"k": "v"})
+    db.remove("b")
+    assert not db.in_("b") and db.get("b", "checker_") is None
+    db.dump()
+    rows = sqlite3.connect(path).execute("SELECT task_id FROM doit ORDER BY 1").fetchall()
+    assert rows == [("a:agent",), ("c",)]
+    again = PreloadedSqliteDB(str(path), JSONCodec())
+    assert again.get("c", "llmtt_key") == {"k": "v"}
+    again.remove_all()
+    again.dump()
+    assert sqlite3.connect(path).execute("SELECT count(*) FROM doit").fetchone() == (0,)
+
+
+def test_a_project_keeps_its_state_in_that_file(project: Project) -> None:
+    project.write("llmtt.toml", '[target]\nbinary = "echo"\ncommand_pattern = "echo"\n')
+    project.write(
+        "scenarios/one.yaml",
+        """\
+        task: {prompt: Say hi.}
+        solution: [echo hi > hi.txt]
+        evaluation: {gates: [{type: file_exists, path: hi.txt}]}
+        """,
+    )
+    assert project.doit("run").code == 0
+    depfile = project.results() / ".doit.sqlite3"
+    ids = {r[0] for r in sqlite3.connect(depfile).execute("SELECT task_id FROM doit")}
+    assert {"one/oracle/r1:agent", "one/oracle/r1:evaluate", "one/oracle/r1"} <= ids
+    assert project.doit("run").executed() == []

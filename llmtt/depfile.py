@@ -3,8 +3,9 @@
 doit's own `SqliteDB` looks each task up with its own SELECT when the task's status is first
 checked: a no-op `doit run` over a thousand runs (three tasks each) spent a fifth of its time
 on those queries. This backend keeps doit's file format, table and write path and only loads
-every row at once, at the first lookup. It is registered under the `doit.BACKEND` entry point `llmtt-sqlite3`; doit
-imports every backend plugin at start-up, so this module imports nothing but doit's own.
+every row at once, at the first lookup. It is registered under the `doit.BACKEND` entry point
+`llmtt-sqlite3`; doit imports every backend plugin at start-up, so this module imports nothing
+but doit's own.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shutil
@@ -11,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from llmtt import __version__, inputs
-from llmtt.agents.registry import make_agent
+from llmtt.agents.registry import known_agents, make_agent, unknown_agent
 from llmtt.config import TargetSpec
-from llmtt.errors import ConfigError
+from llmtt.errors import ConfigError, LlmttError
 from llmtt.evaluation.judge_version import JUDGE_VERSION
 from llmtt.hashing import Key, hash_file, hash_tree, hash_value
 from llmtt.project import Project
@@ -99,6 +100,7 @@ def build_plan(project: Project, selection: Selection) -> Plan:
     fixtures: dict[Path, str] = {}  # each fixture hashed once per plan, not once per run
     runs: list[Run] = []
     template = _template_key(project, "evaluation.md.j2")
+    _check_selection(project, selection)
     for scenario in project.scenarios:
         if not _selected(scenario, selection):
             continue
@@ -138,6 +140,23 @@ def build_plan(project: Project, selection: Selection) -> Plan:
     return Plan(project, runs, selection, aggregate_key)
 
 
+def _check_selection(project: Project, selection: Selection) -> None:
+    """Agents and variants named on the command line exist (the files' own are checked on load)."""
+    known = known_agents(project.config)
+    for name in selection.agents:
+        if name not in known:
+            raise LlmttError(f"agent={name}: {unknown_agent(name)}")
+    declared = sorted(project.config.variants)
+    for name in selection.variants:
+        if name != "none" and name not in declared:
+            close = difflib.get_close_matches(name, declared, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise LlmttError(
+                f"variant={name}: no [variants.{name}] table in llmtt.toml{hint} "
+                f"(declared: {', '.join(declared + ['none'])})"
+            )
+
+
 def _selected(scenario: LoadedScenario, selection: Selection) -> bool:
     spec = scenario.spec
     if selection.scenarios and scenario.name not in selection.scenarios:
@@ -169,12 +188,6 @@ def _axes(
         for model in agent_models:
             for variant in variants or ["none"]:
                 resolved = None if variant == "none" else variant
-                if resolved is not None and resolved not in project.config.variants:
-                    raise ConfigError.one(
-                        project.root / "llmtt.toml",
-                        f"no [variants.{resolved}] table for variant {resolved!r}",
-                        field="variants",
-                    )
                 for repeat in range(1, repeats + 1):
                     out.append((agent, model, resolved, repeat))
     return out

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmtt import inputs
-from llmtt.config import Config, TargetSpec, load_config
+from llmtt.config import Config, MatrixSpec, TargetSpec, load_config
 from llmtt.errors import ConfigError, Problem
-from llmtt.loading import line_of
+from llmtt.loading import Loc, dotted, line_of
 from llmtt.rubric import Rubric, load_rubric
-from llmtt.scenario import LoadedScenario, load_scenario
+from llmtt.scenario import LoadedScenario, ScenarioMatrix, load_scenario
 
 
 @dataclass(frozen=True)
@@ -68,17 +68,6 @@ def load_project(root: Path) -> Project:
     root = root.resolve()
     config, config_lines = load_config(root)
     problems: list[Problem] = []
-    for name in config.matrix.variants:
-        if name not in config.variants and name != "none":
-            problems.append(
-                Problem(
-                    root / "llmtt.toml",
-                    line_of(config_lines, ("matrix", "variants")),
-                    "matrix.variants",
-                    f"names {name!r}, which has no [variants.{name}] table "
-                    f"(declared: {', '.join(sorted(config.variants)) or 'none'})",
-                )
-            )
     scenarios: list[LoadedScenario] = []
     scenario_dir = root / config.paths.scenarios
     inputs.note_file(scenario_dir)  # its times move when a scenario file comes or goes
@@ -95,6 +84,7 @@ def load_project(root: Path) -> Project:
         except ConfigError as exc:
             problems.extend(exc.problems)
     project = Project(root, config, scenarios, {})
+    problems.extend(_matrix_problems(project, config_lines))
     problems.extend(_cross_check(project))
     rubric_dir = root / config.paths.rubrics
     inputs.note_file(rubric_dir)
@@ -112,6 +102,43 @@ def load_project(root: Path) -> Project:
         if not s.spec.solution and "oracle" in config.matrix.agents
     ]
     return Project(root, config, scenarios, project.rubrics, warnings)
+
+
+def _matrix_problems(project: Project, config_lines: dict[Loc, int]) -> list[Problem]:
+    """Agents and variants, in llmtt.toml's matrix or a scenario's, that name nothing."""
+    from llmtt.agents.registry import known_agents, unknown_agent
+
+    config = project.config
+    agents = known_agents(config)
+    declared = sorted(config.variants)
+    toml = project.root / "llmtt.toml"
+    places: list[tuple[Path, dict[Loc, int], MatrixSpec | ScenarioMatrix]]
+    places = [(toml, config_lines, config.matrix)]
+    places += [(s.path, s.lines, s.spec.matrix) for s in project.scenarios if s.spec.matrix]
+    problems = []
+    for path, lines, matrix in places:
+        for index, name in enumerate(matrix.agents or []):
+            if name not in agents:
+                loc: Loc = ("matrix", "agents", index)
+                problems.append(
+                    Problem(path, line_of(lines, loc), dotted(loc), unknown_agent(name))
+                )
+        for index, name in enumerate(matrix.variants or []):
+            if name not in declared and name != "none":
+                loc = ("matrix", "variants", index)
+                close = difflib.get_close_matches(name, declared, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                message = (
+                    f"no [variants.{name}] table in llmtt.toml{hint} "
+                    f"(declared: {', '.join(declared + ['none'])})"
+                )
+                problems.append(Problem(path, line_of(lines, loc), dotted(loc), message))
+    for name, settings in config.agents.items():
+        if settings.command is None and name not in agents:
+            loc = ("agents", name)
+            line = line_of(config_lines, loc, key=True)
+            problems.append(Problem(toml, line, dotted(loc), unknown_agent(name)))
+    return problems
 
 
 def _cross_check(project: Project) -> list[Problem]:

@@ -79,7 +79,7 @@ CASES = [
         {"llmtt.toml": "[matrix]\nvariants = ['v9']\n"},
         "llmtt.toml",
         2,
-        "matrix.variants",
+        "matrix.variants[0]",
         "no [variants.v9] table",
     ),
     (

@@ -145,9 +145,33 @@ TOML_CASES = [
         },
         "llmtt.toml",
         4,
-        "matrix.variants",
+        "matrix.variants[1]",
         "no [variants.doc] table",
-        "declared: docs",
+        "did you mean 'docs'",
+        "declared: docs, none",
+    ),
+    case(
+        "toml-unknown-agent",
+        {
+            "llmtt.toml": rows(
+                "[run]", "timeout_secs = 9", "[matrix]", "agents = ['oracle', 'claud-code']"
+            )
+        },
+        "llmtt.toml",
+        4,
+        "matrix.agents[1]",
+        "unknown agent 'claud-code'",
+        "did you mean 'claude-code'",
+        "[agents.claud-code] table with command = [...]",
+    ),
+    case(
+        "toml-settings-for-unknown-agent",
+        {"llmtt.toml": rows("[run]", "timeout_secs = 60", "[agents.opencod]", "args = ['-q']")},
+        "llmtt.toml",
+        3,
+        "agents.opencod",
+        "unknown agent 'opencod'",
+        "did you mean 'opencode'",
     ),
     case(
         "toml-targets-unknown-key",
@@ -238,6 +262,27 @@ TOML_CASES = [
 ]
 
 SCENARIO_CASES = [
+    case(
+        "scenario-matrix-unknown-agent",
+        {"scenarios/s.yaml": rows(PROMPT, "matrix:", "  agents: [oracle, codx]")},
+        "scenarios/s.yaml",
+        3,
+        "matrix.agents[1]",
+        "unknown agent 'codx'",
+        "did you mean 'codex'",
+    ),
+    case(
+        "scenario-matrix-undeclared-variant",
+        {
+            "llmtt.toml": rows("[variants.v1]", "files = {}"),
+            "scenarios/s.yaml": rows(PROMPT, "matrix:", "  variants:", "    - v1", "    - v2"),
+        },
+        "scenarios/s.yaml",
+        5,
+        "matrix.variants[1]",
+        "no [variants.v2] table in llmtt.toml",
+        "declared: v1, none",
+    ),
     case(
         "yaml-syntax-error",
         {"scenarios/s.yaml": rows("task:", "  prompt: a: b")},

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import GIT_TOML, Project
 
-from llmtt.errors import ConfigError
+from llmtt.errors import LlmttError
 from llmtt.plan import Plan, build_plan
 from llmtt.project import load_project
 from llmtt.selection import Selection
@@ -116,10 +116,10 @@ def test_selection_filters(demo: Project) -> None:
 
 
 def test_unknown_agent_and_agent_without_model_are_clear_errors(demo: Project) -> None:
-    from llmtt.errors import LlmttError
-
-    with pytest.raises(LlmttError, match="unknown agent 'nobody'; installed agents: .*oracle"):
+    with pytest.raises(LlmttError, match="agent=nobody: unknown agent 'nobody' .*oracle"):
         plan(demo, agents=("nobody",))
+    with pytest.raises(LlmttError, match="agent=opencod: .*did you mean 'opencode'"):
+        plan(demo, agents=("opencod",))
 
 
 def test_variant_files_change_the_agent_key(demo: Project) -> None:
@@ -134,5 +134,5 @@ def test_variant_files_change_the_agent_key(demo: Project) -> None:
     demo.write("guides/v1.md", "use git carefully\n")
     second = plan(demo, variants=("v1",)).runs[0]
     assert first.agent_key["variant"] != second.agent_key["variant"]
-    with pytest.raises(ConfigError, match="no \\[variants.v2\\]"):
+    with pytest.raises(LlmttError, match="variant=v2: no \\[variants.v2\\] .*declared: v1, none"):
         plan(demo, variants=("v2",))

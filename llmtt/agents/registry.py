@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
 from functools import lru_cache
 from importlib.metadata import entry_points
 
 from llmtt.agents.base import Agent
-from llmtt.config import AgentSettings
+from llmtt.config import AgentSettings, Config
 from llmtt.errors import LlmttError
 from llmtt.project import Project
 
@@ -31,7 +32,24 @@ def agent_class(name: str) -> type[Agent]:
         if not (isinstance(cls, type) and issubclass(cls, Agent)):
             raise LlmttError(f"entry point {name} = {ep.value} is not an llmtt Agent class")
         return cls
-    raise LlmttError(f"unknown agent {name!r}; installed agents: {', '.join(agent_names())}")
+    raise LlmttError(unknown_agent(name))
+
+
+def known_agents(config: Config) -> set[str]:
+    """Every agent name a project can use: the installed ones and its `command` agents."""
+    own = {name for name, settings in config.agents.items() if settings.command is not None}
+    return set(agent_names()) | own
+
+
+def unknown_agent(name: str) -> str:
+    """What to say of an agent name that is neither installed nor described in llmtt.toml."""
+    names = agent_names()
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (
+        f"unknown agent {name!r}{hint} (installed agents: {', '.join(names)}; "
+        f"any other agent CLI needs an [agents.{name}] table with command = [...])"
+    )
 
 
 def make_agent(project: Project, name: str) -> Agent:
@@ -41,11 +59,4 @@ def make_agent(project: Project, name: str) -> Agent:
         from llmtt.agents.command import CommandAgent
 
         return CommandAgent(name, settings, project.root)
-    try:
-        cls = agent_class(name)
-    except LlmttError:
-        raise LlmttError(
-            f"unknown agent {name!r}; installed agents: {', '.join(agent_names())}, "
-            f"or describe it in llmtt.toml as [agents.{name}] with command = [...]"
-        ) from None
-    return cls(settings, project.root)
+    return agent_class(name)(settings, project.root)

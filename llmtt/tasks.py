@@ -334,8 +334,29 @@ def _guarded(action: Callable[..., Any]) -> Callable[..., Any]:
             return action(*args)
         except LlmttError as exc:
             return TaskFailed(f"llmtt: {exc}")
+        except KeyboardInterrupt as exc:
+            # doit saves what finished and lets ^C end the process; the hook below reports it.
+            exc.add_note(args[0].run_id if args else "the reports")
+            raise
 
     return wrapper
+
+
+def _interrupted(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+    """^C during `doit run`: one line saying what stays pending, not doit's traceback."""
+    if not issubclass(kind, KeyboardInterrupt):
+        _HOOK(kind, value, tb)
+        return
+    notes = getattr(value, "__notes__", [])
+    where = f" during {', '.join(notes)}" if notes else ""
+    sys.stderr.write(
+        f"\nllmtt: interrupted{where}; what finished is kept, the rest stays pending "
+        "(`doit run` carries on from there)\n"
+    )
+
+
+_HOOK = sys.excepthook
+sys.excepthook = _interrupted
 
 
 @_guarded

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
-from conftest import GIT_TOML, Project
+from conftest import DOIT, GIT_TOML, Project
 
 
 def two_scenarios(project: Project) -> None:
@@ -256,3 +256,64 @@ def test_bad_doit_variables_are_clear_errors(project: Project, variable: str) ->
     result = project.doit("list", variable)
     assert result.code == 2
     assert "repeats= a whole number >= 1" in result.err and "Traceback" not in result.err
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "two-workers"])
+def test_ctrl_c_keeps_what_finished_and_leaves_no_process(
+    project: Project, workers: list[str]
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    wait = random.randrange(40_000, 90_000)  # unique to this test run: pgrep finds only ours
+    project.write("llmtt.toml", GIT_TOML)
+    project.write(
+        "scenarios/a-quick.yaml",
+        "task: {prompt: Init.}\nsolution: [git init -q .]\n"
+        "evaluation: {gates: [{type: file_exists, path: .git/HEAD}]}\n",
+    )
+    project.write(
+        "scenarios/b-slow.yaml",
+        f"task: {{prompt: Wait.}}\nsolution: ['sleep {wait} & sleep {wait}; echo done']\n"
+        "evaluation: {gates: [{type: no_transcript_errors}]}\n",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLMTT_")}
+    # A terminal's ^C reaches the whole foreground process group, doit's workers included.
+    doit = subprocess.Popen(
+        [DOIT, "run", *workers],
+        cwd=project.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        process_group=0,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    quick_done = project.results() / "a-quick/oracle/r1/evaluation.md"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = subprocess.run(["pgrep", "-fx", f"sleep {wait}"], capture_output=True, timeout=10)
+        if found.stdout.count(b"\n") == 2 and quick_done.exists():
+            break
+        time.sleep(0.1)
+    else:
+        doit.kill()
+        pytest.fail("the quick run did not finish or the slow one never started")
+    time.sleep(0.5)  # the quick run's result reaches doit's parent process
+    os.killpg(doit.pid, signal.SIGINT)
+    out, err = doit.communicate(timeout=30)
+    assert doit.returncode in (-signal.SIGINT, 130), (doit.returncode, out, err)
+    assert "Traceback" not in err, err
+    assert "llmtt: interrupted" in err and "the rest stays pending" in err, err
+    if not workers:  # in-process, the run under way is named
+        assert "interrupted during b-slow/oracle/r1;" in err, err
+    survivors = subprocess.run(
+        ["pgrep", "-fx", f"sleep {wait}"], capture_output=True, text=True, timeout=10
+    )
+    assert survivors.stdout == "", survivors.stdout
+    slow = project.results() / "b-slow/oracle/r1"
+    assert not (slow / "run.json").exists() and not (slow / "events.jsonl").exists()
+    status = project.doit("list", "--status").out
+    assert "R b-slow/oracle/r1" in status and "U a-quick/oracle/r1" in status, status

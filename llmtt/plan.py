@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import shutil
@@ -17,7 +16,7 @@ from llmtt.config import TargetSpec
 from llmtt.errors import ConfigError, LlmttError
 from llmtt.evaluation.judge_version import JUDGE_VERSION
 from llmtt.hashing import Key, hash_file, hash_tree, hash_value
-from llmtt.project import Project
+from llmtt.project import Project, unknown_variant
 from llmtt.scenario import LoadedScenario, ScenarioMatrix
 from llmtt.selection import Selection
 from llmtt.versions import Versions
@@ -146,15 +145,10 @@ def _check_selection(project: Project, selection: Selection) -> None:
     for name in selection.agents:
         if name not in known:
             raise LlmttError(f"agent={name}: {unknown_agent(name)}")
-    declared = sorted(project.config.variants)
     for name in selection.variants:
-        if name != "none" and name not in declared:
-            close = difflib.get_close_matches(name, declared, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise LlmttError(
-                f"variant={name}: no [variants.{name}] table in llmtt.toml{hint} "
-                f"(declared: {', '.join(declared + ['none'])})"
-            )
+        message = unknown_variant(project.config, name)
+        if message is not None:
+            raise LlmttError(f"variant={name}: {message}")
 
 
 def _selected(scenario: LoadedScenario, selection: Selection) -> bool:

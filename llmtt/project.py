@@ -104,13 +104,25 @@ def load_project(root: Path) -> Project:
     return Project(root, config, scenarios, project.rubrics, warnings)
 
 
+def unknown_variant(config: Config, name: str) -> str | None:
+    """What to say of a variant name with no [variants.X] table (None when it has one)."""
+    if name == "none" or name in config.variants:
+        return None
+    declared = sorted(config.variants)
+    close = difflib.get_close_matches(name, declared, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (
+        f"no [variants.{name}] table in llmtt.toml{hint} "
+        f"(declared: {', '.join(declared + ['none'])})"
+    )
+
+
 def _matrix_problems(project: Project, config_lines: dict[Loc, int]) -> list[Problem]:
     """Agents and variants, in llmtt.toml's matrix or a scenario's, that name nothing."""
     from llmtt.agents.registry import known_agents, unknown_agent
 
     config = project.config
     agents = known_agents(config)
-    declared = sorted(config.variants)
     toml = project.root / "llmtt.toml"
     places: list[tuple[Path, dict[Loc, int], MatrixSpec | ScenarioMatrix]]
     places = [(toml, config_lines, config.matrix)]
@@ -124,14 +136,9 @@ def _matrix_problems(project: Project, config_lines: dict[Loc, int]) -> list[Pro
                     Problem(path, line_of(lines, loc), dotted(loc), unknown_agent(name))
                 )
         for index, name in enumerate(matrix.variants or []):
-            if name not in declared and name != "none":
+            message = unknown_variant(config, name)
+            if message is not None:
                 loc = ("matrix", "variants", index)
-                close = difflib.get_close_matches(name, declared, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                message = (
-                    f"no [variants.{name}] table in llmtt.toml{hint} "
-                    f"(declared: {', '.join(declared + ['none'])})"
-                )
                 problems.append(Problem(path, line_of(lines, loc), dotted(loc), message))
     for name, settings in config.agents.items():
         if settings.command is None and name not in agents:

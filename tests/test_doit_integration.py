@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -227,7 +231,6 @@ def test_agent_timeout_keeps_partial_transcript_and_leaves_no_process(project: P
         not Path(f"/proc/{pid}").exists()
         or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
     )
-    import subprocess
 
     survivors = subprocess.run(
         ["pgrep", "-fx", f"sleep ({bg}|{sid})"], capture_output=True, text=True, timeout=10
@@ -262,11 +265,6 @@ def test_bad_doit_variables_are_clear_errors(project: Project, variable: str) ->
 def test_ctrl_c_keeps_what_finished_and_leaves_no_process(
     project: Project, workers: list[str]
 ) -> None:
-    import os
-    import signal
-    import subprocess
-    import time
-
     wait = random.randrange(40_000, 90_000)  # unique to this test run: pgrep finds only ours
     project.write("llmtt.toml", GIT_TOML)
     project.write(
@@ -299,7 +297,8 @@ def test_ctrl_c_keeps_what_finished_and_leaves_no_process(
             break
         time.sleep(0.1)
     else:
-        doit.kill()
+        os.killpg(doit.pid, signal.SIGINT)  # llmtt's own clean-up ends the agent's processes
+        doit.communicate(timeout=30)
         pytest.fail("the quick run did not finish or the slow one never started")
     time.sleep(0.5)  # the quick run's result reaches doit's parent process
     os.killpg(doit.pid, signal.SIGINT)

@@ -1,11 +1,14 @@
-"""doit's sqlite3 dependency file, read in one query instead of one query a task.
+"""doit's sqlite3 dependency file, read in one query and written as each task succeeds.
 
 doit's own `SqliteDB` looks each task up with its own SELECT when the task's status is first
 checked: a no-op `doit run` over a thousand runs (three tasks each) spent a fifth of its time
-on those queries. This backend keeps doit's file format, table and write path and only loads
-every row at once, at the first lookup. It is registered under the `doit.BACKEND` entry point
-`llmtt-sqlite3`; doit imports every backend plugin at start-up, so this module imports nothing
-but doit's own.
+on those queries. And it writes what ran only when doit exits normally: a `doit run` killed by
+SIGKILL (or the OOM killer, or a closed laptop) forgot every run it had finished, and the next
+invocation paid for them again. This backend keeps doit's file format and table, loads every
+row at once at the first lookup, and commits each change as doit makes it (write-ahead log,
+so a commit costs a log append, not a sync of the whole file). It is registered under the
+`doit.BACKEND` entry point `llmtt-sqlite3`; doit imports every backend plugin at start-up, so
+this module imports nothing but doit's own.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
     def __init__(self, name: str, codec: Any, *, module_name: str | None = None) -> None:
         super().__init__(name, codec, module_name=module_name)
         self._loaded = False
+        # Readers (`doit list` beside a running `doit run`) never block the writer, and a
+        # killed writer leaves the file as of its last commit.
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
 
     def _load(self) -> None:
         self._loaded = True
@@ -44,6 +51,23 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
         data: dict[str, Any] = self._cache.get(task_id, {})
         return data
 
+    def set(self, task_id: str, dependency: str, value: Any) -> None:
+        """Store one value of a task and commit the task's row at once."""
+        if not self._loaded:
+            self._load()  # the row is rewritten whole: start from what the file holds
+        super().set(task_id, dependency, value)
+        self._conn.execute(
+            "INSERT OR REPLACE INTO doit VALUES (?, ?)",
+            (task_id, self.codec.encode(self._cache[task_id])),
+        )
+        self._conn.commit()
+        self._dirty.discard(task_id)
+
+    def remove(self, task_id: str) -> None:
+        """Forget a task's saved values, at once."""
+        super().remove(task_id)
+        self._conn.commit()
+
     def in_(self, task_id: str) -> bool:
         """Whether anything is saved for `task_id`."""
         if not self._loaded:
@@ -51,6 +75,28 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
         return task_id in self._cache
 
     def remove_all(self) -> None:
-        """Remove every task's saved values."""
+        """Remove every task's saved values, at once."""
         super().remove_all()
+        self._conn.commit()
         self._loaded = True
+
+
+def record_values(dep_file: str, task_id: str, values: dict[str, Any]) -> None:
+    """Save a task's values from the process that ran it, as doit's parent will save them.
+
+    doit's parent process saves what a worker ran only after the worker's result reached it
+    through a queue; a kill in between loses it. The agent layer, the one that costs money,
+    records its own success here first. `values` must be what doit will save as the task's
+    values: its action's returned dict and its value savers' (llmtt_key).
+    """
+    import json
+    import sqlite3
+
+    with sqlite3.connect(dep_file, timeout=30) as conn:
+        row = conn.execute(
+            "SELECT CAST(task_data AS TEXT) FROM doit WHERE task_id = ?", (task_id,)
+        ).fetchone()
+        data = json.loads(row[0]) if row and row[0] else {}
+        data["_values_:"] = values
+        conn.execute("INSERT OR REPLACE INTO doit VALUES (?, ?)", (task_id, json.dumps(data)))
+    conn.close()

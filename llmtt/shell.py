@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmtt.invocation.watchdog import marked
+
 MAX_CAPTURE = 1_000_000
 
 
@@ -52,7 +54,7 @@ def run_shell(
         proc = subprocess.Popen(
             ["bash", "-c", command],
             cwd=cwd,
-            env=dict(env),
+            env=marked(env),  # the watchdog's mark: ended even if this process is killed
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
@@ -64,6 +66,9 @@ def run_shell(
         except subprocess.TimeoutExpired:
             timed_out = True
             code = None
+        except BaseException:  # ^C or SIGTERM: the command's group ends with us
+            kill_group(proc.pid, grace_secs=0.0)
+            raise
         kill_group(proc.pid)
         if timed_out:
             proc.wait(timeout=5)

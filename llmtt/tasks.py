@@ -26,6 +26,7 @@ from doit.task import Task
 from llmtt import plancache
 from llmtt.atomic import read_json, read_jsonl
 from llmtt.budget import Ledger, budget_limit, events_cost, expected_cost
+from llmtt.depfile import record_values
 from llmtt.errors import LlmttError
 from llmtt.hashing import Key
 from llmtt.plancache import RunSpec, TaskPlan
@@ -157,9 +158,52 @@ def _load() -> tuple[Selection, TaskPlan, Plan | None]:
         raise SystemExit(2) from None
 
 
+_DOIT_COMMANDS = {
+    "run",
+    "list",
+    "info",
+    "clean",
+    "forget",
+    "ignore",
+    "strace",
+    "dumpdb",
+    "help",
+    "auto",
+    "reset-dep",
+    "tabcompletion",
+}
+# The doit commands that change a project: one at a time (llmtt.invocation.lock).
+_WRITERS = {"run", "clean", "forget", "ignore", "strace", "auto", "reset-dep"}
+COMMAND = next((a for a in sys.argv[1:] if a in _DOIT_COMMANDS), "run")
+# A run's visible task is a group whose layers decide for themselves what executes; its own
+# status is for display only (`list`, `info`), and computing it costs a second status check
+# of every layer.
+SHOW_STATUS = COMMAND in ("list", "info")
+
 ROOT = Path.cwd().resolve()
 SELECTION, TASKS, _BUILT = _load()
 RESULTS = Path(TASKS.results_dir)
+
+
+def _hold_project() -> int | None:
+    """This invocation's hold on the project: the lock for commands that write it; for `run`,
+    SIGTERM handled like ^C and a watchdog for the processes its runs start."""
+    if COMMAND not in _WRITERS:
+        return None
+    from llmtt.invocation import lock, signals, watchdog
+
+    try:
+        fd = lock.hold(RESULTS, COMMAND)
+    except LlmttError as exc:
+        sys.stderr.write(f"llmtt: {exc}\n")
+        raise SystemExit(2) from None
+    if COMMAND in ("run", "strace", "auto"):
+        signals.install()
+        watchdog.start()
+    return fd
+
+
+_LOCK_FD = _hold_project()
 DOIT_CONFIG: dict[str, Any] = {
     "dep_file": str(RESULTS / ".doit.sqlite3"),
     "backend": "llmtt-sqlite3",  # doit's sqlite3 file, read in one query (llmtt/depfile.py)
@@ -207,9 +251,12 @@ def _ledger() -> Ledger | None:
     except LlmttError as exc:
         sys.stderr.write(f"llmtt: {exc}\n")
         raise SystemExit(2) from None
-    if limit is None or SHOW_STATUS:
+    if limit is None or COMMAND != "run":
         return None
     return Ledger.create(RESULTS / ".llmtt-cache" / "budget.json", limit)
+
+
+LEDGER = _ledger()
 
 
 def task_llmtt() -> Iterator[Task | dict[str, Any]]:
@@ -217,36 +264,6 @@ def task_llmtt() -> Iterator[Task | dict[str, Any]]:
     for run in TASKS.runs:
         yield from _run_tasks(run)
     yield _aggregate_task(TASKS)
-
-
-_DOIT_COMMANDS = {
-    "run",
-    "list",
-    "info",
-    "clean",
-    "forget",
-    "ignore",
-    "strace",
-    "dumpdb",
-    "help",
-    "auto",
-    "reset-dep",
-    "tabcompletion",
-}
-
-
-def _status_is_shown() -> bool:
-    """True when doit was asked to show status (`list`, `info`) rather than to run.
-
-    A run's visible task is a group whose layers decide for themselves what executes; its own
-    status is for display only, and computing it costs a second status check of every layer.
-    """
-    command = next((a for a in sys.argv[1:] if a in _DOIT_COMMANDS), "run")
-    return command in ("list", "info")
-
-
-SHOW_STATUS = _status_is_shown()
-LEDGER = _ledger()
 
 
 def _run_tasks(run: RunSpec) -> Iterator[Task]:
@@ -347,12 +364,17 @@ def _interrupted(kind: type[BaseException], value: BaseException, tb: Any) -> No
     if not issubclass(kind, KeyboardInterrupt):
         _HOOK(kind, value, tb)
         return
+    from llmtt.invocation.signals import Terminated, exit_terminated
+
     notes = getattr(value, "__notes__", [])
     where = f" during {', '.join(notes)}" if notes else ""
+    how = "terminated (SIGTERM)" if isinstance(value, Terminated) else "interrupted"
     sys.stderr.write(
-        f"\nllmtt: interrupted{where}; what finished is kept, the rest stays pending "
+        f"\nllmtt: {how}{where}; what finished is kept, the rest stays pending "
         "(`doit run` carries on from there)\n"
     )
+    if isinstance(value, Terminated):
+        exit_terminated()
 
 
 _HOOK = sys.excepthook
@@ -368,11 +390,16 @@ def _agent_action(spec: RunSpec) -> dict[str, Any]:
     record = execute_run(_plan()[0].project, run)
     if LEDGER is not None and amount is not None:
         LEDGER.settle(f"{run.run_id}:agent", events_cost(run.dir / "events.jsonl"), amount)
+    values: dict[str, Any] = {"status": record["status"]}
     if record["status"] == "error":
         # Carried on to evaluate, report (which fails the run with the reason) and aggregate,
         # so the reports show it; KeyCheck keeps the agent layer pending.
-        return {"status": "error", "error": record["error"]}
-    return {"status": record["status"]}
+        values["error"] = record["error"]
+    # What was paid for is on record now, even if doit is killed before it saves the task.
+    record_values(
+        DOIT_CONFIG["dep_file"], f"{run.run_id}:agent", {**values, "llmtt_key": spec.keys["agent"]}
+    )
+    return values
 
 
 @_guarded

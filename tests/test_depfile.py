@@ -8,7 +8,7 @@ from pathlib import Path
 from conftest import Project
 from doit.dependency import JSONCodec, SqliteDB
 
-from llmtt.depfile import PreloadedSqliteDB
+from llmtt.depfile import PreloadedSqliteDB, record_values
 
 
 def _written(path: Path) -> None:
@@ -81,8 +81,42 @@ def test_rows_are_read_at_the_first_lookup_not_on_open(tmp_path: Path) -> None:
     _written(path)
     db = PreloadedSqliteDB(str(path), JSONCodec())
     assert db._cache == {}  # `doit list` opens the file and never looks
-    db.set("a:agent", "llmtt_key", {"prompt": "9"})
     assert db.get("b", "checker_") == "MD5Checker"
-    # What was set before the rows were read wins over the file, as with doit's backend.
-    assert db.get("a:agent", "llmtt_key") == {"prompt": "9"}
-    assert db.get("a:agent", "_values_:") is None
+    assert db._cache.keys() == {"a:agent", "b"}  # every row, at the first lookup
+
+
+def test_a_value_set_before_any_lookup_keeps_the_rest_of_its_row(tmp_path: Path) -> None:
+    path = tmp_path / "deps.sqlite3"
+    _written(path)
+    db = PreloadedSqliteDB(str(path), JSONCodec())
+    db.set("a:agent", "llmtt_key", {"prompt": "9"})
+    # doit's own backend would write back a row holding only the new value.
+    again = PreloadedSqliteDB(str(path), JSONCodec())
+    assert again.get("a:agent", "llmtt_key") == {"prompt": "9"}
+    assert again.get("a:agent", "_values_:") == {"status": "ok"}
+
+
+def test_every_change_is_on_disk_at_once_without_a_dump(tmp_path: Path) -> None:
+    """doit dumps its dependency file only when it exits normally; a killed doit lost every
+    task it had finished. Each set and removal is committed as it is made."""
+    path = tmp_path / "deps.sqlite3"
+    _written(path)
+    db = PreloadedSqliteDB(str(path), JSONCodec())
+    db.set("c", "llmtt_key", {"k": "v"})
+    db.remove("b")
+    # No dump(), no close: what another process reads now is what a killed doit leaves.
+    other = PreloadedSqliteDB(str(path), JSONCodec())
+    assert other.get("c", "llmtt_key") == {"k": "v"} and not other.in_("b")
+    db.remove_all()
+    assert not PreloadedSqliteDB(str(path), JSONCodec()).in_("a:agent")
+
+
+def test_a_worker_records_its_values_into_the_row_doit_will_save(tmp_path: Path) -> None:
+    path = tmp_path / "deps.sqlite3"
+    _written(path)
+    record_values(str(path), "a:agent", {"status": "completed", "llmtt_key": {"k": "2"}})
+    record_values(str(path), "new:agent", {"status": "error", "error": "x"})
+    db = PreloadedSqliteDB(str(path), JSONCodec())
+    assert db.get("a:agent", "_values_:") == {"status": "completed", "llmtt_key": {"k": "2"}}
+    assert db.get("a:agent", "llmtt_key") == {"prompt": "1", "fixture": "2"}  # rest kept
+    assert db.get("new:agent", "_values_:") == {"status": "error", "error": "x"}

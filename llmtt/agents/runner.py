@@ -22,6 +22,8 @@ from typing import BinaryIO
 
 from ptyprocess import PtyProcess, PtyProcessError
 
+from llmtt.invocation.watchdog import marked
+
 READ_SIZE = 65536
 DIMENSIONS = (50, 220)
 # After the child exits, how long a descendant that still holds the PTY may keep us reading.
@@ -93,7 +95,7 @@ def run_in_pty(
     # chdir in its own `cwd` handling raises inside the forked child, which then runs our code.
     proc = PtyProcess.spawn(
         [executable, *argv[1:]],
-        env=dict(env),
+        env=marked(env),  # the watchdog's mark: ended even if this process is killed
         echo=False,
         dimensions=DIMENSIONS,
         preexec_fn=lambda: os.chdir(cwd),

@@ -1,0 +1,71 @@
+"""SIGTERM ends a `doit run` as ^C does, and doit's workers end when their parent dies.
+
+A CI cancel, `kill`, a container stop or a closed laptop sends SIGTERM, which Python would
+obey by dying at once: the agent under way would keep running (and spending) with nobody to
+stop it. Raised as `Terminated`, a KeyboardInterrupt, it takes ^C's path instead: the agent's
+processes are ended, what finished is kept, and doit stops its workers. The workers doit forks
+for `-n N` inherit the handler, and ask the kernel for SIGTERM when their parent dies, so a
+SIGKILL of doit ends them the same way.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import multiprocessing
+import multiprocessing.util
+import os
+import signal
+from types import FrameType
+
+_PR_SET_PDEATHSIG = 1
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, taking ^C's path through llmtt and doit."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise Terminated("terminated (SIGTERM)")
+
+
+class _Parent:
+    """The process whose forked workers must die with it (kept alive for the fork hook)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+
+
+_PARENT: _Parent | None = None
+
+
+def _die_with_parent(parent: _Parent) -> None:
+    """In a freshly forked worker: SIGTERM when the parent dies (now, if it already has)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux
+        return
+    if os.getppid() != parent.pid:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def install() -> None:
+    """In doit's main process, before it forks workers: SIGTERM acts like ^C everywhere."""
+    global _PARENT
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    if _PARENT is None:
+        _PARENT = _Parent()
+        multiprocessing.util.register_after_fork(_PARENT, _die_with_parent)
+
+
+def exit_terminated() -> None:
+    """End this process as killed by SIGTERM (status 143) once its workers have ended."""
+
+    def die() -> None:
+        for child in multiprocessing.active_children():
+            child.join(10)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    atexit.register(die)  # run first, as the last registered, with the interpreter still whole

@@ -1,0 +1,128 @@
+"""No process a run started outlives its `doit` invocation, even one killed by SIGKILL.
+
+Every process llmtt starts for a run (agent, setup command, gate, solution step) carries a mark
+in its environment, `LLMTT_INVOCATION=<token>`, which its own children inherit. A `doit run`
+starts one small watchdog process in a session of its own: it waits for the doit process to
+end, however it ends, then kills every process still carrying that invocation's mark. On a
+normal exit llmtt has already ended them all, and the watchdog finds nothing.
+
+Run as `python -m llmtt.invocation.watchdog <pid> <start ticks> <token>`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+
+MARK = "LLMTT_INVOCATION"
+# After the invocation ended, how long its workers get to end their own runs' processes.
+GRACE_SECS = 1.0
+# How long the watchdog keeps looking for marked processes (a dying one may still fork).
+SWEEP_SECS = 5.0
+
+
+def marked(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with this invocation's mark, when there is one (under `doit run`)."""
+    token = os.environ.get(MARK)
+    return {**env, MARK: token} if token else dict(env)
+
+
+def start() -> None:
+    """Mark this process's future runs and start the watchdog that ends them after it.
+
+    The mark goes into `os.environ`, not into this process's own /proc environment, so neither
+    this process nor the workers it forks carry it.
+    """
+    if MARK in os.environ:
+        return
+    token = secrets.token_hex(8)
+    os.environ[MARK] = token
+    me = os.getpid()
+    env = {k: v for k, v in os.environ.items() if k != MARK}
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", "llmtt.invocation.watchdog", str(me), str(_ticks(me)), token],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:  # no watchdog costs only the guarantee after a SIGKILL
+        pass
+
+
+def _ticks(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _wait_for_end(pid: int, ticks: int | None) -> None:
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None
+    if fd is not None and _ticks(pid) == ticks:
+        select.select([fd], [], [])
+        return
+    while _ticks(pid) == ticks and ticks is not None:
+        time.sleep(0.2)
+
+
+def _marked_pids(needle: bytes) -> list[int]:
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(name))
+    return found
+
+
+def sweep(token: str, sweep_secs: float = SWEEP_SECS) -> int:
+    """Kill every process carrying `token`'s mark until none is left; how many were killed."""
+    needle = f"{MARK}={token}".encode()
+    killed: set[int] = set()
+    deadline = time.monotonic() + sweep_secs
+    while time.monotonic() < deadline:
+        pids = _marked_pids(needle)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.05)
+    return len(killed)
+
+
+def main(argv: list[str]) -> int:
+    """Wait for the invocation `argv` names to end, then end what it left behind."""
+    pid, ticks, token = int(argv[0]), (int(argv[1]) if argv[1] != "None" else None), argv[2]
+    _wait_for_end(pid, ticks)
+    needle = f"{MARK}={token}".encode()
+    if _marked_pids(needle):
+        time.sleep(GRACE_SECS)  # workers that are still ending their runs finish first
+        sweep(token)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

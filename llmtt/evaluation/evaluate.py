@@ -46,7 +46,7 @@ def evaluate_run(project: Project, run: Run) -> dict[str, Any] | None:
         run.dir / "gates.json", {"format": METRICS_FORMAT, "run_id": run.run_id, "gates": gates}
     )
     if run.judge is not None:
-        outcome, reason = decide(gates, None)
+        outcome, reason = decide(gates, None, timed_out_after=_timed_out_after(run, info))
         metrics.update(
             _outcome_fields(
                 run, metrics, gates, (outcome, reason + "; the judge has not run"), None
@@ -69,7 +69,7 @@ def settle(
     if info["status"] == "error":
         outcome, reason = "error", f"run could not be carried out: {info['error']}"
     else:
-        outcome, reason = decide(gates, judge)
+        outcome, reason = decide(gates, judge, timed_out_after=_timed_out_after(run, info))
     score = judge.get("weighted_score") if judge is not None else None
     metrics.update(_outcome_fields(run, metrics, gates, (outcome, reason), score))
     if judge is not None:
@@ -116,6 +116,11 @@ def judge_run(project: Project, run: Run) -> dict[str, Any]:
     record["rubric"] = str(run.judge.rubric)
     write_json(run.dir / "judge.json", record)
     return settle(project, run, info, metrics, gates, record)
+
+
+def _timed_out_after(run: Run, info: dict[str, Any]) -> float | None:
+    """The time limit the agent was stopped at, or None when it ended by itself."""
+    return run.timeout_secs if info.get("timed_out") else None
 
 
 def _outcome_fields(

@@ -1,4 +1,4 @@
-"""The outcome rule (gates and judge decide; interaction metrics never do) and the composite."""
+"""The outcome rule (gates and judge decide, and a timed-out agent fails) and the composite."""
 
 from __future__ import annotations
 
@@ -8,16 +8,33 @@ from typing import Any
 from llmtt.scenario import CompositeSpec
 
 
-def decide(gates: Sequence[dict[str, Any]], judge: dict[str, Any] | None) -> tuple[str, str]:
-    """`("pass" | "fail", reason)`: pass iff every gate passed and the judge (if any) passed."""
+def decide(
+    gates: Sequence[dict[str, Any]],
+    judge: dict[str, Any] | None,
+    *,
+    timed_out_after: float | None = None,
+) -> tuple[str, str]:
+    """`("pass" | "fail", reason)`: pass iff every gate passed and the judge (if any) passed.
+
+    An agent stopped at its time limit (`timed_out_after` seconds) fails whatever the gates and
+    the judge found: it did not finish the task. The timeout is the one interaction fact that
+    decides an outcome, a deliberate departure from the seed's rule (see the README).
+    """
     failed = [g for g in gates if not g["passed"]]
     reasons = [f"gate {g['index']} ({g['type']}): {g['message']}" for g in failed]
     if judge is not None and not judge.get("passed"):
         reasons.append(judge.get("reason") or "judge did not pass")
+    if timed_out_after is not None:
+        stopped = f"agent timed out after {timed_out_after:g} s"
+        return "fail", "; ".join([stopped, *(reasons or [_passed(gates, judge)])])
     if reasons:
         return "fail", "; ".join(reasons)
+    return "pass", _passed(gates, judge)
+
+
+def _passed(gates: Sequence[dict[str, Any]], judge: dict[str, Any] | None) -> str:
     if not gates and judge is None:
-        return "pass", "no gates defined (nothing was checked)"
+        return "no gates defined (nothing was checked)"
     parts = (
         [("the gate passed" if len(gates) == 1 else f"all {len(gates)} gates passed")]
         if gates
@@ -25,7 +42,7 @@ def decide(gates: Sequence[dict[str, Any]], judge: dict[str, Any] | None) -> tup
     )
     if judge is not None:
         parts.append(f"judge passed ({judge.get('weighted_score')})")
-    return "pass", " and ".join(parts)
+    return " and ".join(parts)
 
 
 def composite_score(

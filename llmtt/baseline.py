@@ -10,6 +10,7 @@ from typing import Any
 
 from llmtt.atomic import read_json, write_json
 from llmtt.config import RegressionSpec
+from llmtt.errors import LlmttError
 
 BASELINE_FORMAT = 1
 Row = dict[str, Any]
@@ -48,10 +49,22 @@ def snapshot(rows: list[Row]) -> dict[str, Any]:
 
 
 def bless(report: Path, baseline: Path) -> dict[str, Any]:
-    """Write the current report's snapshot as the baseline file (to be committed)."""
+    """Write the current report's snapshot as the baseline file (to be committed); a report
+    with no finished run is refused, so a baseline never blesses nothing."""
     data = snapshot(read_json(report)["runs"])
+    if not data["groups"]:
+        raise LlmttError(
+            f"{report} holds no finished run (pass or fail): nothing to bless; "
+            f"{baseline.name} is left as it was (run `doit run` first)"
+        )
     write_json(baseline, data)
     return data
+
+
+def missing_groups(rows: list[Row], baseline: dict[str, Any]) -> list[str]:
+    """Baseline groups with no finished run in `rows` (not selected, or every run errored)."""
+    now = snapshot(rows)["groups"]
+    return sorted(name for name in baseline.get("groups", {}) if name not in now)
 
 
 def regressions(rows: list[Row], baseline: dict[str, Any], rules: RegressionSpec) -> list[Row]:

@@ -37,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
         "check", help="for CI: exit 1 on any failed outcome or regression; print Markdown"
     )
     check.add_argument("project", nargs="?", default=".", type=Path)
+    check.add_argument(
+        "--subset",
+        action="store_true",
+        help="the results cover part of the baseline on purpose: compare that part only",
+    )
     compare = sub.add_parser(
         "compare",
         help="compare two result sets (report.json files or "
@@ -52,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "bless":
             return _bless(args.project)
         if args.command == "check":
-            return _check(args.project)
+            return _check(args.project, args.subset)
         if args.command == "compare":
             return _compare(args.project, args.a, args.b)
         if args.command == "estimate":
@@ -100,20 +105,55 @@ def _bless(root: Path) -> int:
     return 0
 
 
-def _check(root: Path) -> int:
+def _check(root: Path, subset: bool) -> int:
     import os
 
     from llmtt.atomic import read_json
     from llmtt.baseline import check_summary
 
-    report, _ = _report_path(root)
-    ok, text = check_summary(read_json(report))
+    report_path, baseline = _report_path(root)
+    report = read_json(report_path)
+    ok, text = check_summary(report)
+    if not report.get("runs"):
+        ok, text = False, text + "\nNo run in these results: nothing was checked.\n"
+    if baseline.exists():
+        covered, note = _coverage(report, read_json(baseline), baseline.name, subset)
+        ok, text = ok and covered, text + note
     print(text, end="")
     summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_file:
         with open(summary_file, "a", encoding="utf-8") as handle:
             handle.write(text)
     return 0 if ok else 1
+
+
+def _coverage(
+    report: dict[str, object], baseline: dict[str, object], name: str, subset: bool
+) -> tuple[bool, str]:
+    """Whether the results cover every baseline group, and the Markdown that says so."""
+    from llmtt.baseline import missing_groups
+
+    runs = report.get("runs")
+    missing = missing_groups(runs if isinstance(runs, list) else [], baseline)
+    if not missing:
+        return True, ""
+    groups = baseline.get("groups")
+    total = len(groups) if isinstance(groups, dict) else len(missing)
+    shown = ", ".join(missing[:20]) + (
+        f", ... ({len(missing) - 20} more)" if len(missing) > 20 else ""
+    )
+    selection = report.get("selection") or "every run"
+    lines = [
+        "### Baseline groups without results",
+        "",
+        f"Compared {total - len(missing)} of the {total} groups of {name} "
+        f"(results of: {selection}); no finished run of: {shown}.",
+    ]
+    if subset:
+        lines.append("Only the compared groups are checked (--subset).")
+    else:
+        lines.append("Run them (or pass --subset to check only the compared groups).")
+    return subset, "\n".join(lines) + "\n"
 
 
 def _compare(root: Path, a: str, b: str) -> int:

@@ -82,6 +82,16 @@ class AgentSettings(Strict):
     command: list[str] | None = Field(
         None, description="argv template of a `command` agent: {prompt}, {model}, {workspace}."
     )
+
+    @field_validator("command")
+    @classmethod
+    def _program_first(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value or not value[0].strip()):
+            raise ValueError(
+                "must start with the agent's program, e.g. ['my-agent', '--prompt', '{prompt}']"
+            )
+        return value
+
     parser: Literal["claude-code", "opencode", "codex"] | None = Field(
         None, description="How to read a `command` agent's JSON lines; none: transcript only."
     )
@@ -134,6 +144,11 @@ class PathsSpec(Strict):
     templates: str = "templates"
     results: str = "llm-tool-test-results"
     baseline: str = Field("llmtt-baseline.json", description="Written by `llmtt bless`; commit it.")
+    allow_outside: bool = Field(
+        False,
+        description="Let scenarios, fixtures, variant files, rubrics and templates live outside "
+        "the project folder (else a path that leads out of it is a load error).",
+    )
 
 
 class RegressionSpec(Strict):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,9 +15,10 @@ from llmtt.config import TargetSpec
 from llmtt.errors import ConfigError, LlmttError
 from llmtt.evaluation.judge_version import JUDGE_VERSION
 from llmtt.hashing import Key, hash_file, hash_tree, hash_value
-from llmtt.project import Project, unknown_variant
+from llmtt.loading import Loc, dotted, line_of
+from llmtt.project import Project, folder_clash, folder_part, unknown_variant
 from llmtt.scenario import LoadedScenario, ScenarioMatrix
-from llmtt.selection import Selection
+from llmtt.selection import Selection, listing, nearest
 from llmtt.versions import Versions
 
 
@@ -84,13 +84,6 @@ class Plan:
     aggregate_key: Key
 
 
-SAFE = re.compile(r"[^A-Za-z0-9_.+-]+")  # doit task names may not hold "="
-
-
-def _safe(part: str) -> str:
-    return SAFE.sub("_", part).strip("_") or "_"
-
-
 def build_plan(project: Project, selection: Selection) -> Plan:
     """Expand the project's matrix (with the selection's overrides and filters) into runs."""
     versions = Versions(project.results_dir / ".llmtt-cache" / "versions.json", project.root)
@@ -130,6 +123,7 @@ def build_plan(project: Project, selection: Selection) -> Plan:
                 )
             )
     versions.save()
+    _check_selected(project, selection, runs)
     aggregate_key = {
         "runs": hash_value([r.run_id for r in runs]),
         "template": _template_key(project, "report.md.j2"),
@@ -140,7 +134,25 @@ def build_plan(project: Project, selection: Selection) -> Plan:
 
 
 def _check_selection(project: Project, selection: Selection) -> None:
-    """Agents and variants named on the command line exist (the files' own are checked on load)."""
+    """Each value of a doit variable selects something: a typo is an error naming the nearest
+    name, never an empty plan that passes in CI (the files' own names are checked on load)."""
+    scenarios = [s.name for s in project.scenarios]
+    tags = {t for s in project.scenarios for t in s.spec.tags}
+    tiers = {s.spec.tier for s in project.scenarios}
+    for name in selection.scenarios:
+        if name not in scenarios:
+            raise LlmttError(
+                f"scenario={name}: no such scenario{nearest(name, scenarios)} "
+                f"(scenarios: {listing(scenarios)})"
+            )
+    for tag in selection.tags:
+        if tag not in tags:
+            raise LlmttError(
+                f"tag={tag}: no scenario has this tag{nearest(tag, tags)} (tags: {listing(tags)})"
+            )
+    for tier in selection.tiers:
+        if tier not in tiers:
+            raise LlmttError(f"tier={tier}: no scenario is of this tier (tiers: {listing(tiers)})")
     known = known_agents(project.config)
     for name in selection.agents:
         if name not in known:
@@ -149,6 +161,36 @@ def _check_selection(project: Project, selection: Selection) -> None:
         message = unknown_variant(project.config, name)
         if message is not None:
             raise LlmttError(f"variant={name}: {message}")
+    for var, values in (
+        ("agent", selection.agents),
+        ("model", selection.models),
+        ("variant", selection.variants),
+    ):
+        clash = folder_clash(values)
+        if clash is not None:
+            raise LlmttError(f"{var}={','.join(values)}: {clash[1]}")
+
+
+def _check_selected(project: Project, selection: Selection, runs: list[Run]) -> None:
+    """The variables together select at least one run, and no two runs share a folder."""
+    chosen = selection.describe()
+    if chosen and not runs:
+        raise LlmttError(f"{chosen}: selects no run (no scenario matches all of these)")
+    if selection.models and not any(run.model for run in runs):
+        agents = sorted({run.agent for run in runs})
+        raise LlmttError(
+            f"model={','.join(selection.models)}: none of the selected agents "
+            f"({', '.join(agents)}) takes a model; add agent=NAME"
+        )
+    folders: dict[str, Run] = {}
+    for run in runs:
+        first = folders.setdefault(run.run_id, run)
+        if first is not run:
+            raise ConfigError.one(
+                project.root / "llmtt.toml",
+                f"two runs would share the folder {run.run_id}: {first.label} and {run.label}; "
+                "rename a model or variant",
+            )
 
 
 def _selected(scenario: LoadedScenario, selection: Selection) -> bool:
@@ -213,6 +255,8 @@ def _judge_plan(project: Project, scenario: LoadedScenario) -> JudgePlan | None:
             field="evaluation.judge.model",
             line=scenario.lines.get(("evaluation", "judge", "__key__")),
         )
+    if model == "scripted":
+        _scripted_judge(project, scenario)
     rubric = project.rubric_path(scenario)
     assert rubric is not None  # a judge without a rubric fails validation
     key = {
@@ -222,6 +266,22 @@ def _judge_plan(project: Project, scenario: LoadedScenario) -> JudgePlan | None:
         "judge": f"{JUDGE_VERSION}/{project.config.judge.max_transcript_chars}",
     }
     return JudgePlan(model, rubric, settings.pass_threshold, key)
+
+
+def _scripted_judge(project: Project, scenario: LoadedScenario) -> None:
+    """The scripted model plays a scenario's solution; it cannot grade one."""
+    message = (
+        "the judge cannot be the scripted model (it replays a solution and cannot grade); "
+        "name a real model"
+    )
+    if scenario.spec.evaluation.judge.model:
+        loc: Loc = ("evaluation", "judge", "model")
+        line = line_of(scenario.lines, loc)
+        raise ConfigError.one(scenario.path, message, line=line, field=dotted(loc))
+    if project.config.judge.model:
+        line = line_of(project.config_lines, ("judge", "model"))
+        raise ConfigError.one(project.root / "llmtt.toml", message, line=line, field="judge.model")
+    raise LlmttError(f"LLMTT_JUDGE=scripted: {message}")
 
 
 def _scenario_keys(
@@ -277,7 +337,7 @@ def _make_run(
             "[judge] allow_same_model = true in llmtt.toml",
             field="evaluation.judge.model",
         )
-    who = "-".join(_safe(p) for p in (agent, model, variant) if p)
+    who = "-".join(folder_part(p) for p in (agent, model, variant) if p)
     run_id = f"{scenario.name}/{who}/r{repeat}"
     # The solution is what the oracle and the scripted model play; other agents never see it.
     plays_solution = agent == "oracle" or model == "scripted"

@@ -76,6 +76,14 @@ class TaskPlan:
             plan.aggregate_key,
         )
 
+    def task_names(self) -> set[str]:
+        """The names of the doit tasks this plan makes (see `llmtt.tasks`)."""
+        names = {"aggregate"}
+        for run in self.runs:
+            layers = ("agent", "evaluate", "judge") if run.judge_model else ("agent", "evaluate")
+            names.update([run.run_id, *(f"{run.run_id}:{layer}" for layer in layers)])
+        return names
+
     def to_json(self) -> dict[str, Any]:
         """Plain JSON; key dicts shared by many runs are stored once."""
         table: list[Key] = []
@@ -141,8 +149,8 @@ def cache_file(root: Path, selection: Selection) -> Path | None:
     """Where the plan of this project and selection is cached (None: llmtt.toml unreadable)."""
     try:
         raw = tomllib.loads((root / "llmtt.toml").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    except (OSError, ValueError, RecursionError):
+        return None  # the full load names what is wrong
     paths = raw.get("paths")
     results = paths.get("results") if isinstance(paths, dict) else None
     results_dir = root / (results if isinstance(results, str) else RESULTS_DEFAULT)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import difflib
+import os
+import re
+import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from llmtt import inputs
 from llmtt.config import Config, MatrixSpec, TargetSpec, load_config
@@ -23,6 +27,7 @@ class Project:
     scenarios: list[LoadedScenario]
     rubrics: dict[Path, Rubric]
     warnings: list[Problem] = field(default_factory=list)
+    config_lines: dict[Loc, int] = field(default_factory=dict)  # llmtt.toml's key lines
 
     @property
     def results_dir(self) -> Path:
@@ -71,27 +76,36 @@ def load_project(root: Path) -> Project:
     scenarios: list[LoadedScenario] = []
     scenario_dir = root / config.paths.scenarios
     inputs.note_file(scenario_dir)  # its times move when a scenario file comes or goes
+    folders = _folder_problems(root, config, config_lines)
     if not scenario_dir.is_dir():
-        raise ConfigError.one(
-            root / "llmtt.toml",
-            f"scenario folder {scenario_dir} does not exist; create it or set [paths] scenarios",
-            field="paths.scenarios",
-            line=line_of(config_lines, ("paths", "scenarios")),
+        folders.append(
+            Problem(
+                root / "llmtt.toml",
+                line_of(config_lines, ("paths", "scenarios")),
+                "paths.scenarios",
+                f"scenario folder {scenario_dir} does not exist; create it or set [paths] "
+                "scenarios",
+            )
         )
+    if folders:
+        raise ConfigError(folders)
     for path in sorted(scenario_dir.glob("*.yaml")) + sorted(scenario_dir.glob("*.yml")):
         try:
+            if _leads_out(root, config, path):
+                raise ConfigError.one(path, _OUT.format(where=os.path.realpath(path)))
             scenarios.append(load_scenario(path))
         except ConfigError as exc:
             problems.extend(exc.problems)
-    project = Project(root, config, scenarios, {})
+    project = Project(root, config, scenarios, {}, config_lines=config_lines)
     problems.extend(_matrix_problems(project, config_lines))
+    problems.extend(_variant_problems(project, config_lines))
     problems.extend(_cross_check(project))
     rubric_dir = root / config.paths.rubrics
     inputs.note_file(rubric_dir)
     for path in sorted(rubric_dir.glob("*.y*ml")) if rubric_dir.is_dir() else []:
         if path not in project.rubrics:  # unused rubrics are checked too
             try:
-                project.rubrics[path] = load_rubric(path)
+                project.rubrics[path] = _rubric(project, path)
             except ConfigError as exc:
                 problems.extend(exc.problems)
     if problems:
@@ -101,7 +115,131 @@ def load_project(root: Path) -> Project:
         for s in scenarios
         if not s.spec.solution and "oracle" in config.matrix.agents
     ]
-    return Project(root, config, scenarios, project.rubrics, warnings)
+    return Project(root, config, scenarios, project.rubrics, warnings, config_lines)
+
+
+# Files llmtt reads for a run (fixtures, variant files, rubrics, templates) are given to agents
+# and judges, which may send them to a model provider: a project checked out from elsewhere
+# must not reach ~/.ssh through `../` or a link.
+_OUT = (
+    "leads outside the project folder (to {where}); move it into the project, or set "
+    "[paths] allow_outside = true in llmtt.toml"
+)
+
+
+def _leads_out(root: Path, config: Config, path: Path) -> bool:
+    """Whether `path`, its links followed, is outside `root` (and that is not allowed)."""
+    if config.paths.allow_outside:
+        return False
+    return not Path(os.path.realpath(path)).is_relative_to(root)
+
+
+def _folder_problems(root: Path, config: Config, lines: dict[Loc, int]) -> list[Problem]:
+    """[paths] folders, and the templates in them, that lead out of the project."""
+    problems = []
+    for name in ("scenarios", "rubrics", "templates"):
+        folder = root / getattr(config.paths, name)
+        if _leads_out(root, config, folder):
+            loc = ("paths", name)
+            where = os.path.realpath(folder)
+            problems.append(
+                Problem(
+                    root / "llmtt.toml", line_of(lines, loc), dotted(loc), _OUT.format(where=where)
+                )
+            )
+        elif name == "templates" and folder.is_dir():
+            inputs.note_file(folder)  # a template coming or going moves its times
+            for template in sorted(folder.glob("*.j2")):
+                inputs.note_file(template, follow=False)
+                if _leads_out(root, config, template):
+                    where = os.path.realpath(template)
+                    problems.append(Problem(template, None, None, _OUT.format(where=where)))
+    return problems
+
+
+def _rubric(project: Project, path: Path) -> Rubric:
+    if _leads_out(project.root, project.config, path):
+        raise ConfigError.one(path, _OUT.format(where=os.path.realpath(path)))
+    return load_rubric(path)
+
+
+def _variant_problems(project: Project, lines: dict[Loc, int]) -> list[Problem]:
+    """Variant files: each destination a file path inside the workspace, each source a
+    readable file of the project."""
+    problems = []
+    toml = project.root / "llmtt.toml"
+    for name, variant in project.config.variants.items():
+        for dest, source in variant.files.items():
+            loc = ("variants", name, "files", dest)
+            where = (toml, line_of(lines, loc, key=True), dotted(loc))
+            pure = PurePosixPath(dest)
+            if not dest.strip() or pure.is_absolute() or ".." in pure.parts or not pure.name:
+                problems.append(
+                    Problem(
+                        *where,
+                        f"destination {dest!r} must be a file path inside the workspace: "
+                        "relative, without '..'",
+                    )
+                )
+            path = project.root / source
+            inputs.note_file(path)
+            if _leads_out(project.root, project.config, path):
+                problems.append(
+                    Problem(
+                        *where, f"source {source!r} " + _OUT.format(where=os.path.realpath(path))
+                    )
+                )
+                continue
+            why = _not_a_file(path)
+            if why:
+                problems.append(
+                    Problem(*where, f"source {path} {why} (paths are relative to the project)")
+                )
+    return problems
+
+
+def _not_a_file(path: Path) -> str | None:
+    """Why `path` cannot be read as a file, or None."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return (
+            "does not exist"
+            if isinstance(exc, FileNotFoundError)
+            else f"cannot be read: {exc.strerror}"
+        )
+    if stat.S_ISDIR(mode):
+        return "is a folder; name each file of a variant"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file (a named pipe, socket or device)"
+    if not os.access(path, os.R_OK):
+        return "cannot be read (permission denied)"
+    return None
+
+
+def fixture_problem(fixture: Path) -> str | None:
+    """What in a fixture folder cannot be copied into a workspace, or None.
+
+    Links are copied as links and never followed; anything else must be a folder or a file
+    that can be read (a named pipe would block the read that hashes it)."""
+    errors: list[OSError] = []
+    for dirpath, dirnames, filenames in os.walk(fixture, onerror=errors.append):
+        for name in filenames + dirnames:
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, fixture)
+            try:
+                mode = os.lstat(full).st_mode
+            except OSError as exc:
+                return f"{rel} cannot be read: {exc.strerror}"
+            if stat.S_ISLNK(mode):
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                return f"{rel} is not a regular file (a named pipe, socket or device); remove it"
+            if not os.access(full, os.R_OK | (os.X_OK if stat.S_ISDIR(mode) else 0)):
+                return f"{rel} cannot be read (permission denied)"
+    if errors:
+        return f"{errors[0].filename} cannot be read: {errors[0].strerror}"
+    return None
 
 
 def unknown_variant(config: Config, name: str) -> str | None:
@@ -140,6 +278,11 @@ def _matrix_problems(project: Project, config_lines: dict[Loc, int]) -> list[Pro
             if message is not None:
                 loc = ("matrix", "variants", index)
                 problems.append(Problem(path, line_of(lines, loc), dotted(loc), message))
+        for axis in ("agents", "models", "variants"):
+            clash = folder_clash(getattr(matrix, axis) or [])
+            if clash is not None:
+                loc = ("matrix", axis, clash[0])
+                problems.append(Problem(path, line_of(lines, loc), dotted(loc), clash[1]))
     for name, settings in config.agents.items():
         if settings.command is None and name not in agents:
             loc = ("agents", name)
@@ -151,6 +294,7 @@ def _matrix_problems(project: Project, config_lines: dict[Loc, int]) -> list[Pro
 def _cross_check(project: Project) -> list[Problem]:
     problems: list[Problem] = []
     seen: dict[str, Path] = {}
+    fixtures: dict[Path, str | None] = {}  # a fixture shared by many scenarios is walked once
     for scenario in project.scenarios:
         spec = scenario.spec
         lines = scenario.lines
@@ -177,10 +321,15 @@ def _cross_check(project: Project) -> list[Problem]:
                     f"(declared: {', '.join(known) or 'none'})",
                 )
             )
+        problems.extend(_fixture_problems(project, scenario, fixtures))
         rubric = project.rubric_path(scenario)
         if rubric is not None:
             line = line_of(lines, ("evaluation", "judge", "rubric"))
-            if not rubric.is_file():
+            if _leads_out(project.root, project.config, rubric):
+                where = os.path.realpath(rubric)
+                message = _OUT.format(where=where)
+                problems.append(Problem(scenario.path, line, "evaluation.judge.rubric", message))
+            elif not rubric.is_file():
                 problems.append(
                     Problem(
                         scenario.path,
@@ -195,3 +344,42 @@ def _cross_check(project: Project) -> list[Problem]:
                 except ConfigError as exc:
                     problems.extend(exc.problems)
     return problems
+
+
+def _fixture_problems(
+    project: Project, scenario: LoadedScenario, checked: dict[Path, str | None]
+) -> list[Problem]:
+    fixture = scenario.fixture_dir
+    if fixture is None:
+        return []
+    line = line_of(scenario.lines, ("fixture",))
+    if _leads_out(project.root, project.config, fixture):
+        return [Problem(scenario.path, line, "fixture", _OUT.format(where=fixture))]
+    if fixture not in checked:
+        checked[fixture] = fixture_problem(fixture)
+    why = checked[fixture]
+    return [Problem(scenario.path, line, "fixture", f"in {fixture}: {why}")] if why else []
+
+
+SAFE = re.compile(r"[^A-Za-z0-9_.+-]+")  # doit task names may not hold "="
+
+
+def folder_part(name: str) -> str:
+    """An agent, model or variant name as it appears in run ids and run folders."""
+    return SAFE.sub("_", name).strip("_") or "_"
+
+
+def folder_clash(names: Sequence[str]) -> tuple[int, str] | None:
+    """The first name of `names` whose run folder another one already makes, with what to say."""
+    seen: dict[str, str] = {}
+    for index, name in enumerate(names):
+        folder = folder_part(name)
+        if folder in seen:
+            if seen[folder] == name:
+                return index, f"{name!r} is listed twice"
+            return index, (
+                f"{seen[folder]!r} and {name!r} make the same run folder name {folder!r}; "
+                "rename one"
+            )
+        seen[folder] = name
+    return None

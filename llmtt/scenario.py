@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal
@@ -283,7 +285,9 @@ class LoadedScenario(BaseModel):
         """The fixture folder, resolved against the scenario file's folder."""
         if self.spec.fixture is None:
             return None
-        return (self.path.parent / self.spec.fixture).resolve()
+        # realpath, unlike Path.resolve() on 3.11, does not raise on a link loop: the load
+        # reports that with the scenario's line.
+        return Path(os.path.realpath(self.path.parent / self.spec.fixture))
 
 
 def load_scenario(path: Path) -> LoadedScenario:
@@ -301,8 +305,22 @@ def load_scenario(path: Path) -> LoadedScenario:
     if fixture is not None and not fixture.is_dir():
         raise ConfigError.one(
             path,
-            f"fixture folder {fixture} does not exist (paths are relative to the scenario file)",
+            f"fixture folder {fixture} {_missing(fixture)} "
+            "(paths are relative to the scenario file)",
             field="fixture",
             line=lines.get(("fixture",)),
         )
     return loaded
+
+
+def _missing(path: Path) -> str:
+    """Why `path` is not a folder, in a few words."""
+    try:
+        path.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic link loop"
+        if exc.errno != errno.ENOENT:
+            return f"cannot be read: {exc.strerror}"
+        return "does not exist"
+    return "is not a folder"

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from llmtt.errors import LlmttError
+
+# Every `name=value` llmtt reads from a doit command line; any other name is a typo.
+VARIABLES = ("scenario", "tag", "tier", "agent", "model", "variant", "repeats", "budget")
 
 
 @dataclass(frozen=True)
@@ -17,6 +24,40 @@ class Selection:
     variants: tuple[str, ...] = ()
     repeats: int | None = None
 
+    @classmethod
+    def from_variables(cls, values: Mapping[str, str]) -> Selection:
+        """The selection a doit command line's variables make (`budget` is read elsewhere)."""
+        for name in sorted(values):
+            if name not in VARIABLES:
+                raise LlmttError(
+                    f"unknown variable {name}={values[name]}{nearest(name, VARIABLES)} "
+                    f"(llmtt's variables: {', '.join(VARIABLES)})"
+                )
+
+        def names(var: str) -> tuple[str, ...]:
+            value = values.get(var)
+            return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()
+
+        try:
+            tiers = tuple(int(t) for t in names("tier"))
+            repeats = int(values["repeats"]) if values.get("repeats") else None
+            if repeats is not None and repeats < 1:
+                raise ValueError(repeats)
+        except ValueError:
+            raise LlmttError(
+                "tier= takes whole numbers and repeats= a whole number >= 1 "
+                "(e.g. tier=1,2 repeats=3)"
+            ) from None
+        return cls(
+            scenarios=names("scenario"),
+            tags=names("tag"),
+            tiers=tiers,
+            agents=names("agent"),
+            models=names("model"),
+            variants=names("variant"),
+            repeats=repeats,
+        )
+
     def describe(self) -> str:
         """The selection as the doit variables that made it."""
         parts = []
@@ -27,3 +68,44 @@ class Selection:
         if self.repeats is not None:
             parts.append(f"repeats={self.repeats}")
         return " ".join(parts)
+
+
+def nearest(name: str, known: Iterable[str]) -> str:
+    """`; did you mean 'X'?` for the known name closest to `name`, or nothing."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.5)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def listing(names: Iterable[object], most: int = 12) -> str:
+    """Sorted names, comma-separated, the tail cut past `most`."""
+    shown = sorted({str(n) for n in names})
+    if len(shown) > most:
+        return ", ".join(shown[:most]) + f", ... ({len(shown) - most} more)"
+    return ", ".join(shown) or "none"
+
+
+# doit options that take a value (the next word, unless written `--opt=value`)
+_VALUE_OPTIONS = {"-f", "--file", "-d", "--dir", "--db-file", "--backend", "--codec-cls"}
+_VALUE_OPTIONS |= {"--check_file_uptodate"}
+
+
+def check_info(argv: list[str], tasks: Iterable[str], selection: Selection) -> None:
+    """`doit info NAME` of a task the loaded plan lacks: one line naming the nearest task
+    (doit itself would end in a KeyError's traceback)."""
+    positional, skip = [], False
+    for word in argv:
+        if skip or word.startswith("-"):
+            skip = not skip and word in _VALUE_OPTIONS
+        elif "=" not in word:  # NAME=VALUE words are doit variables
+            positional.append(word)
+    if positional[:1] != ["info"]:
+        return
+    known = set(tasks)
+    for name in positional[1:]:
+        if name not in known:
+            chosen = selection.describe()
+            scope = f"the runs that {chosen} selects" if chosen else "this project's runs"
+            raise LlmttError(
+                f"doit info {name}: not a task of {scope}{nearest(name, known)} "
+                "(`doit list --all` shows them)"
+            )

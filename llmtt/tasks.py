@@ -30,7 +30,7 @@ from llmtt.depfile import record_values
 from llmtt.errors import LlmttError
 from llmtt.hashing import Key
 from llmtt.plancache import RunSpec, TaskPlan
-from llmtt.selection import Selection
+from llmtt.selection import Selection, check_info
 
 if TYPE_CHECKING:
     from llmtt.plan import Plan, Run
@@ -123,36 +123,18 @@ class LayersDone(UptodateCalculator):  # type: ignore[misc]
 
 
 def _selection() -> Selection:
-    def names(var: str) -> tuple[str, ...]:
-        value = get_var(var, None)
-        return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()
+    from doit import doit_cmd  # it keeps the command line's NAME=VALUE words, unlisted elsewhere
 
-    try:
-        tiers = tuple(int(t) for t in names("tier"))
-        repeats_var = get_var("repeats", None)
-        repeats = int(repeats_var) if repeats_var else None
-        if repeats is not None and repeats < 1:
-            raise ValueError(repeats)
-    except ValueError:
-        raise LlmttError(
-            "tier= takes whole numbers and repeats= a whole number >= 1 (e.g. tier=1,2 repeats=3)"
-        ) from None
-    return Selection(
-        scenarios=names("scenario"),
-        tags=names("tag"),
-        tiers=tiers,
-        agents=names("agent"),
-        models=names("model"),
-        variants=names("variant"),
-        repeats=repeats,
-    )
+    return Selection.from_variables(doit_cmd._CMDLINE_VARS or {})
 
 
 def _load() -> tuple[Selection, TaskPlan, Plan | None]:
     """The selection and its plan's tasks (cached); the full plan too when it had to be built."""
     try:
         selection = _selection()
-        return (selection, *plancache.load(ROOT, selection))
+        tasks, plan = plancache.load(ROOT, selection)
+        check_info(sys.argv[1:], tasks.task_names(), selection)
+        return selection, tasks, plan
     except LlmttError as exc:
         sys.stderr.write(f"llmtt: {exc}\n")
         raise SystemExit(2) from None
@@ -351,6 +333,9 @@ def _guarded(action: Callable[..., Any]) -> Callable[..., Any]:
             return action(*args)
         except LlmttError as exc:
             return TaskFailed(f"llmtt: {exc}")
+        except OSError as exc:  # the environment's fault (a folder made read-only, a full disk)
+            where = args[0].run_id if args else "the reports"
+            return TaskFailed(f"llmtt: {where}: {exc.strerror or exc}: {exc.filename or ''}")
         except KeyboardInterrupt as exc:
             # doit saves what finished and lets ^C end the process; the hook below reports it.
             exc.add_note(args[0].run_id if args else "the reports")

@@ -192,11 +192,11 @@ def test_clean_removes_run_artifacts_and_forget_forces_a_rerun(project: Project)
 
 
 @pytest.mark.parametrize("selector", ["tag=nope", "scenario=nope"])
-def test_empty_selection_runs_only_the_aggregate(project: Project, selector: str) -> None:
+def test_empty_selection_is_an_error_not_an_empty_report(project: Project, selector: str) -> None:
     two_scenarios(project)
     result = project.doit("run", selector)
-    assert result.code == 0
-    assert result.executed() == ["aggregate"]
+    assert result.code == 2 and result.executed() == []
+    assert result.err.startswith(f"llmtt: {selector}: ") and "Traceback" not in result.err
 
 
 def test_agent_timeout_keeps_partial_transcript_and_leaves_no_process(project: Project) -> None:

@@ -110,9 +110,14 @@ def test_failed_version_probe_is_recorded_not_raised(demo: Project) -> None:
 
 def test_selection_filters(demo: Project) -> None:
     assert len(plan(demo, tags=("b",)).runs) == 1
-    assert plan(demo, tags=("zzz",)).runs == []
-    assert plan(demo, tiers=(1,)).runs == []
     assert len(plan(demo, scenarios=("demo",)).runs) == 1
+    # A value that selects nothing is an error naming what there is, never an empty plan.
+    with pytest.raises(LlmttError, match=r"tag=zzz: no scenario has this tag \(tags: a, b\)"):
+        plan(demo, tags=("zzz",))
+    with pytest.raises(LlmttError, match=r"tier=1: no scenario is of this tier \(tiers: 2\)"):
+        plan(demo, tiers=(1,))
+    with pytest.raises(LlmttError, match="scenario=dmeo: no such scenario; did you mean 'demo'"):
+        plan(demo, scenarios=("dmeo",))
 
 
 def test_unknown_agent_and_agent_without_model_are_clear_errors(demo: Project) -> None:

@@ -1,10 +1,18 @@
-"""Secrets never reach human-readable artifacts."""
+"""The redactor: which variables hold secrets, secrets masked whole or cut short, key shapes,
+and no mask on what only looks like a secret (commit ids, ordinary words, paths)."""
 
 from __future__ import annotations
 
+import random
+import string
+import time
+from pathlib import Path
+
 import pytest
 
-from llmtt.redaction import MASK, Redactor
+from llmtt.redaction import GRAM, MASK, Redactor, secret_name
+
+TOKEN = "Zq7x9LmP2wRt5vBn8Kc3Yh6D"
 
 
 def test_values_of_secret_named_variables_are_masked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -15,17 +23,200 @@ def test_values_of_secret_named_variables_are_masked(monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.parametrize(
-    "secret",
+    "name",
     [
-        "sk-ant-api03-abcdefghijklmnopqrstuv",
-        "sk-proj-abcdefghijklmnopqrstuvwxyz12",
-        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
-        "AKIAABCDEFGHIJKLMNOP",
+        "OPENAI_API_KEY",
+        "GITHUB_TOKEN",
+        "AWS_SECRET_ACCESS_KEY",
+        "DB_PASSWORD",
+        "DB_PASSWD",
+        "GOOGLE_CREDENTIALS",
+        "BASIC_AUTH",
+        "apiKey",
+        "clientSecret",
+        "GHTOKEN",
     ],
 )
-def test_known_key_shapes_are_masked(secret: str) -> None:
-    assert Redactor()(f"key={secret} end") == f"key={MASK} end"
+def test_names_that_hold_secrets(name: str) -> None:
+    assert secret_name(name)
 
 
-def test_short_values_are_not_treated_as_secrets() -> None:
-    assert Redactor({"API_KEY": "abc"})("abc and abcdef") == "abc and abcdef"
+@pytest.mark.parametrize(
+    "name",
+    [
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "XAUTHORITY",
+        "SSH_AUTH_SOCK",
+        "PASSWORD_FILE",
+        "AWS_ACCESS_KEY_ID",
+        "TOKENIZERS_PARALLELISM",
+        "KEYBOARD_LAYOUT",
+        "PWD",
+        "HOME",
+    ],
+)
+def test_names_that_do_not(name: str) -> None:
+    assert not secret_name(name)
+
+
+@pytest.mark.parametrize("value", ["1", "true", "abc", "scripted", "8080", "changeme"])
+def test_short_or_plain_values_are_not_treated_as_secrets(value: str) -> None:
+    text = f"model {value} on port {value}"
+    assert Redactor({"API_KEY": value})(text) == text
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        TOKEN[:GRAM],  # a head cut at the minimum
+        TOKEN[:10] + "...",
+        TOKEN[:20],
+        TOKEN[-GRAM:],  # a tail, as a kept end of a long output shows it
+        TOKEN[5:17],  # a window
+    ],
+)
+def test_a_secret_cut_short_is_masked(shown: str) -> None:
+    redact = Redactor({"SERVICE_TOKEN": TOKEN})
+    assert (
+        redact(f"[...]\n{shown}\nmore") == f"[...]\n{MASK}{shown[len(shown.rstrip('.')) :]}\nmore"
+    )
+
+
+def test_a_cut_shorter_than_the_minimum_is_left() -> None:
+    shown = TOKEN[: GRAM - 1]
+    assert Redactor({"SERVICE_TOKEN": TOKEN})(f"key {shown}") == f"key {shown}"
+
+
+def test_a_masked_secret_takes_what_of_it_is_there_and_nothing_more() -> None:
+    redact = Redactor({"SERVICE_TOKEN": TOKEN})
+    assert redact(f"x{TOKEN}y") == f"x{MASK}y"
+    assert redact(f"{TOKEN}{TOKEN}") == MASK
+    assert redact(f"a={TOKEN[:12]}&b={TOKEN[-12:]}") == f"a={MASK}&b={MASK}"
+
+
+def test_a_secret_with_spaces_is_masked_whole() -> None:
+    redact = Redactor({"DB_AUTH": "user:correct horse battery"})
+    assert redact("login user:correct horse battery ok") == f"login {MASK} ok"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_abcdefAA",
+        "sk-proj-abcdefghijklmnopqrstuvwxyz12",
+        "sk-ant-api03-Ab",  # cut short
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        "gho_abcdef12",
+        "ghu_abcdefghijklmnopqrstuvwxyz0123456789",
+        "ghs_abcdefghijklmnopqrstuvwxyz0123456789",
+        "ghr_abcdefghijklmnopqrstuvwxyz0123456789",
+        "github_pat_11ABCDEFG0abcdefghijkl_mnopqrstuvwxyz0123456789",
+        "AKIAIOSFODNN7EXAMPLE",
+        "AKIAIOSFOD",  # cut short
+        "AIzaSyA1b2C3d4E5f6G7h8I9j0",
+        "xoxb-123456789012-abcdefghij",
+        "xoxp-1234567",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dBjftJeZ4CVPmB92K27uhbUJU1p1r",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIi",  # cut inside the payload
+    ],
+)
+def test_known_key_shapes_are_masked(key: str) -> None:
+    assert Redactor()(f"key={key} end") == f"key={MASK} end"
+    assert Redactor()(f'"{key}"') == f'"{MASK}"'
+
+
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEowIBAAKCAQEA7bq98d3Kv5XwP0jK\n"
+    "uR2sT9vLmN4xQ8wZ1cY3bH6gF0eD==\n"
+    "-----END RSA PRIVATE KEY-----"
+)
+
+
+def test_a_pem_private_key_is_masked_whole_or_cut_at_either_end() -> None:
+    redact = Redactor()
+    assert redact(f"key:\n{PEM}\nafter") == f"key:\n{MASK}\nafter"
+    assert redact(f"key:\n{PEM[:70]}") == f"key:\n{MASK}"  # the END line cut off
+    assert redact(f"[...]\n{PEM[40:]}\nafter") == f"[...]\n{MASK}\nafter"  # BEGIN cut off
+    openssh = (
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----"
+    )
+    assert redact(openssh) == MASK
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "commit 3f786850e387550fdab836ed7e6dc881de23001b (HEAD -> main)",
+        "3f78685 Add notes",
+        "id 123e4567-e89b-12d3-a456-426614174000",
+        "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "the task-abcdefghijklmnopqrstu and disk-usage-report-for-everything",
+        "ghp_ is the prefix of a GitHub token; sk- of an OpenAI key",
+        "/home/user/project/.git/HEAD and llmtt@example.invalid",
+        "all 4 gates passed; error_rate 0.25; 1234567890 tokens",
+    ],
+)
+def test_what_only_looks_like_a_secret_is_left(text: str) -> None:
+    assert Redactor({"SERVICE_TOKEN": TOKEN})(text) == text
+
+
+def test_redacting_twice_changes_nothing_more() -> None:
+    redact = Redactor({"SERVICE_TOKEN": TOKEN})
+    once = redact(f"{TOKEN[:12]} ghp_abcdefghijklmnop {PEM}")
+    assert redact(once) == once
+
+
+def test_json_values_are_walked_keys_included_and_numbers_kept() -> None:
+    redact = Redactor({"SERVICE_TOKEN": TOKEN})
+    value = {"a": [TOKEN, 1, 2.5, None, True], TOKEN[:10]: {"b": f"x {TOKEN}"}, "n": 3}
+    assert redact.value(value) == {
+        "a": [MASK, 1, 2.5, None, True],
+        MASK: {"b": f"x {MASK}"},
+        "n": 3,
+    }
+
+
+def test_a_project_redactor_knows_every_env_table_and_model_key_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import Project
+
+    from llmtt.project import load_project
+
+    project = Project(tmp_path / "p")
+    project.write(
+        "llmtt.toml",
+        """\
+        [target]
+        env = { DEPLOY_TOKEN = "fromTarget1234" }
+        [targets.other]
+        env = { SIGNING_PASSWORD = "fromTargets5678" }
+        [agents.oracle]
+        env = { AGENT_SECRET = "fromAgent9012" }
+        [models.m]
+        api_key_env = "MODEL_CREDS_VAR"
+        """,
+    )
+    project.write(
+        "scenarios/s.yaml",
+        "task: {prompt: x}\ntarget: {env: {SCENARIO_TOKEN: fromScenario3456}}\n",
+    )
+    monkeypatch.setenv("MODEL_CREDS_VAR", "fromModelVar7890")
+    redact = Redactor.of(load_project(project.root))
+    text = "fromTarget1234 fromTargets5678 fromAgent9012 fromScenario3456 fromModelVar7890"
+    assert redact(text) == " ".join([MASK] * 5)
+
+
+def test_a_large_text_is_redacted_in_well_under_a_second() -> None:
+    rnd = random.Random(7)
+    alphabet = string.ascii_letters + string.digits
+    env = {f"K{i}_TOKEN": "".join(rnd.choices(alphabet, k=60)) for i in range(20)}
+    words = ("".join(rnd.choices(alphabet, k=rnd.randint(2, 12))) for _ in range(150_000))
+    text = " ".join(words) + " " + env["K3_TOKEN"][:20]  # about 1 MB
+    redact = Redactor(env)
+    started = time.perf_counter()
+    out = redact(text)
+    assert out.endswith(" " + MASK)
+    assert time.perf_counter() - started < 1.0

@@ -1,4 +1,9 @@
-"""Atomic writes: a reader sees the old file or the whole new one, never half of one."""
+"""Atomic writes: a reader sees the old file or the whole new one, never half of one.
+
+A file written here gets the mode any new file gets (0666 less the umask), like a report written
+by any other tool; a `redact` given masks secrets in what is written (every human-readable
+artifact of a run passes its project's redactor).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,33 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+if TYPE_CHECKING:
+    from llmtt.redaction import Redactor
 
 
-def write_text(path: Path, text: str) -> None:
+def _umask() -> int:
+    """The process's umask, read without setting it where Linux shows it (setting it to read it
+    races with threads that create files meanwhile)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+FILE_MODE = 0o666 & ~_umask()
+
+
+def write_text(path: Path, text: str, redact: Redactor | None = None) -> None:
     """Write `text` to `path` through a temporary file in the same folder, then rename."""
-    write_bytes(path, text.encode("utf-8"))
+    write_bytes(path, (redact(text) if redact else text).encode("utf-8"))
 
 
 def write_bytes(path: Path, data: bytes) -> None:
@@ -19,6 +45,7 @@ def write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600: right for a secret, not for a report
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(tmp, path)
@@ -27,8 +54,20 @@ def write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def write_json(path: Path, value: Any) -> None:
-    """Write `value` as indented JSON, atomically."""
+def open_private(path: Path, *, append: bool = False) -> BinaryIO:
+    """A file only its owner may read, from its creation on, for what may hold secrets (a
+    transcript, a model's request log); without `append`, a file already there is replaced
+    (it would keep its mode)."""
+    if not append:
+        path.unlink(missing_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_EXCL)
+    return os.fdopen(os.open(path, flags, 0o600), "ab" if append else "wb")
+
+
+def write_json(path: Path, value: Any, redact: Redactor | None = None) -> None:
+    """Write `value` as indented JSON, atomically (with every string in it redacted)."""
+    if redact:
+        value = redact.value(value)
     write_text(path, json.dumps(value, indent=2, sort_keys=False, default=str) + "\n")
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from llmtt.atomic import read_json, write_json
 from llmtt.config import RegressionSpec
 from llmtt.errors import LlmttError
+from llmtt.redaction import Redactor
 
 BASELINE_FORMAT = 1
 Row = dict[str, Any]
@@ -163,4 +164,5 @@ def check_summary(report: dict[str, Any]) -> tuple[bool, str]:
         lines.append("")
     if not bad and not found:
         lines.append("Every run passed and nothing regressed.")
-    return not bad and not found, "\n".join(lines) + "\n"
+    # From report.json, redacted when written; masked again for a report an older llmtt wrote.
+    return not bad and not found, Redactor()("\n".join(lines) + "\n")

@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import IO, Annotated, Any, Literal
+from typing import IO, TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from llmtt.errors import LlmttError
+
+if TYPE_CHECKING:
+    from llmtt.redaction import Redactor
 
 
 class _Event(BaseModel):
@@ -91,14 +94,22 @@ _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 
 class EventWriter:
-    """Appends events to a file, one JSON line each, flushed as they happen."""
+    """Appends events to a file, one JSON line each, flushed as they happen.
 
-    def __init__(self, handle: IO[str]) -> None:
+    With a `redact`, secrets in the events' text are masked before they are written: the log
+    is read by the evaluation and shown in reports, and a masked secret changes no count but
+    the distinct commands a secret told apart.
+    """
+
+    def __init__(self, handle: IO[str], redact: Redactor | None = None) -> None:
         self._handle = handle
+        self._redact = redact
 
     def emit(self, event: str, **fields: Any) -> None:
         """Write one event now."""
         record = {"ts": round(time.time(), 3), "event": event, **fields}
+        if self._redact:
+            record = self._redact.value(record)
         self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         self._handle.flush()
 

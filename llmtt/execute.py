@@ -17,11 +17,12 @@ from typing import Any
 from llmtt import __version__
 from llmtt.agents.base import Agent, AgentExit, RunContext
 from llmtt.agents.registry import make_agent
-from llmtt.atomic import write_json
+from llmtt.atomic import open_private, write_json
 from llmtt.config import ModelSpec
 from llmtt.events import EventWriter
 from llmtt.plan import Run
 from llmtt.project import Project
+from llmtt.redaction import Redactor
 from llmtt.scripted import ScriptedServer
 from llmtt.workspace import Workspace, prepare, run_setup
 
@@ -69,6 +70,7 @@ def execute_run(project: Project, run: Run) -> dict[str, Any]:
             "structured_events": agent.structured_events,
         }
     )
+    record = Redactor.of(project).value(record)  # an error may quote setup output
     write_json(run.dir / "run.json", record)
     return record
 
@@ -105,7 +107,7 @@ def _run_agent(project: Project, run: Run, agent: Agent) -> AgentExit:
         )
     env.update(agent.settings.env)
     guidance = _guidance(list(variant_files), ws.workspace)
-    launch = _Launch(ws, env, guidance, project.config.models)
+    launch = _Launch(ws, env, guidance, project.config.models, Redactor.of(project))
     if run.model == SCRIPTED and agent.needs_model:
         # The scripted model lives exactly as long as the run that needs it.
         log = run.dir / "scripted.log"
@@ -123,12 +125,13 @@ class _Launch:
     env: dict[str, str]
     guidance: dict[str, str]
     models: dict[str, ModelSpec]
+    redact: Redactor  # for the event log; the transcript, kept raw, is private to its owner
 
 
 def _launch(run: Run, agent: Agent, launch: _Launch, url: str | None) -> AgentExit:
     events_part = run.dir / "events.jsonl.part"
     transcript_part = run.dir / "transcript.raw.txt.part"
-    with open(events_part, "w", encoding="utf-8") as events, open(transcript_part, "wb") as raw:
+    with open(events_part, "w", encoding="utf-8") as events, open_private(transcript_part) as raw:
         ctx = RunContext(
             run_id=run.run_id,
             scenario=run.scenario.spec,
@@ -140,7 +143,7 @@ def _launch(run: Run, agent: Agent, launch: _Launch, url: str | None) -> AgentEx
             timeout_secs=run.timeout_secs,
             max_turns=run.max_turns,
             transcript=raw,
-            events=EventWriter(events),
+            events=EventWriter(events, launch.redact),
             model_url=url,
             guidance=launch.guidance,
             max_usd=run.scenario.spec.cost.max_usd,

@@ -82,8 +82,9 @@ def render_evaluation(project: Project, run: Run) -> tuple[str, str]:
         target=run.target,
         judge=judge,
     )
-    write_text(run.dir / "evaluation.md", Redactor(run.target.env)(text))
-    return str(metrics["outcome"]), str(metrics["outcome_reason"])
+    redact = Redactor.of(project)
+    write_text(run.dir / "evaluation.md", text, redact)
+    return str(metrics["outcome"]), redact(str(metrics["outcome_reason"]))
 
 
 def _commands(path: Path) -> list[dict[str, Any]]:
@@ -116,27 +117,29 @@ def report_data(rows: list[dict[str, Any]], selection: str, generated_at: str) -
 
 
 def aggregate(plan: Plan) -> dict[str, Any]:
-    """Write report.json, report.md, report.html and junit.xml over every run of the plan."""
+    """Write report.json, report.md, report.html and junit.xml over every run of the plan;
+    return their data (redacted, like every file it goes into)."""
     project = plan.project
+    redact = Redactor.of(project)
     rows = [_row(run) for run in plan.runs]
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    data = report_data(rows, plan.selection.describe(), now)
+    data: dict[str, Any] = report_data(rows, plan.selection.describe(), now)
     baseline = project.root / project.config.paths.baseline
     if baseline.exists():
         from llmtt.baseline import regressions
 
         data["baseline"] = str(baseline.relative_to(project.root))
         data["regressions"] = regressions(rows, read_json(baseline), project.config.regressions)
+    data = redact.value(data)
     results = project.results_dir
-    write_json(results / "report.json", data)
-    write_text(results / "junit.xml", junit(rows))
-    write_text(results / "report.html", _html(project, plan, data))
-    text = render(project, "report.md.j2", **data)
-    write_text(results / "report.md", Redactor()(text))
+    write_json(results / "report.json", data, redact)
+    write_text(results / "junit.xml", junit(data["runs"]), redact)
+    write_text(results / "report.html", _html(project, plan, data, redact), redact)
+    write_text(results / "report.md", render(project, "report.md.j2", **data), redact)
     return data
 
 
-def _html(project: Project, plan: Plan, data: dict[str, Any]) -> str:
+def _html(project: Project, plan: Plan, data: dict[str, Any], redact: Redactor) -> str:
     """report.html: one self-contained file (inline CSS, SVG charts and a small sort script)."""
     import jinja2
 
@@ -147,7 +150,6 @@ def _html(project: Project, plan: Plan, data: dict[str, Any]) -> str:
     )
     env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
     env.filters["num"] = _num
-    redact = Redactor()
     details = {run.run_id: _details(run, redact) for run in plan.runs}
     charts = {"pass_rate": pass_rate_bars(data["groups"]), "cost": cost_vs_pass(data["groups"])}
     try:
@@ -186,7 +188,11 @@ def _details(run: Run, redact: Redactor) -> dict[str, Any]:
     transcript = run.dir / "transcript.raw.txt"
     if transcript.exists():
         text = strip_ansi(transcript.read_text(encoding="utf-8", errors="replace"))
-        out["transcript"] = redact(text[-4000:])
+        if len(text) > 4000:
+            # From a line's start: a line cut in the middle may show the end of a key whose
+            # shape, at its start, was what gave it away.
+            text = text[-4000:].partition("\n")[2] or text[-4000:]
+        out["transcript"] = redact(text)
     return out
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from llmtt.plan import Run
+from llmtt.redaction import Redactor
 
 RESULT_FORMAT = 1
 
@@ -53,9 +54,10 @@ def result_record(
     }
 
 
-def append_result(path: Path, record: dict[str, Any]) -> None:
-    """Append one record to results.jsonl and results.db beside it, under an exclusive lock
-    (parallel doit workers share both)."""
+def append_result(path: Path, record: dict[str, Any], redact: Redactor) -> None:
+    """Append one record, redacted, to results.jsonl and results.db beside it, under an
+    exclusive lock (parallel doit workers share both)."""
+    record = redact.value(record)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
     with open(path, "a", encoding="utf-8") as handle:

@@ -19,6 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from llmtt.atomic import open_private
+
 FINAL_TEXT = "Done: every step of the task has been carried out."
 TITLE_TEXT = "Scripted session"
 SHELL_TOOLS = ("Bash", "bash", "exec_command", "shell", "local_shell")
@@ -428,8 +430,8 @@ class ScriptedServer:
         """Append one request to the log (JSON lines)."""
         if self._log is None:
             return
-        with self._lock, open(self._log, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(entry) + "\n")
+        with self._lock, open_private(self._log, append=True) as handle:
+            handle.write((json.dumps(entry) + "\n").encode())
 
 
 class _Handler(BaseHTTPRequestHandler):

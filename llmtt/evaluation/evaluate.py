@@ -14,6 +14,7 @@ from llmtt.evaluation.transcript import transcript_events
 from llmtt.events import Event, ToolCall, read_events
 from llmtt.plan import Run
 from llmtt.project import Project
+from llmtt.redaction import Redactor
 from llmtt.results import append_result, result_record
 from llmtt.workspace import Workspace
 
@@ -43,7 +44,9 @@ def evaluate_run(project: Project, run: Run) -> dict[str, Any] | None:
         )
         gates = run_gates(run.scenario.spec.evaluation.gates, ctx)
     write_json(
-        run.dir / "gates.json", {"format": METRICS_FORMAT, "run_id": run.run_id, "gates": gates}
+        run.dir / "gates.json",
+        {"format": METRICS_FORMAT, "run_id": run.run_id, "gates": gates},
+        Redactor.of(project),
     )
     if run.judge is not None:
         outcome, reason = decide(gates, None, timed_out_after=_timed_out_after(run, info))
@@ -52,7 +55,7 @@ def evaluate_run(project: Project, run: Run) -> dict[str, Any] | None:
                 run, metrics, gates, (outcome, reason + "; the judge has not run"), None
             )
         )
-        write_json(run.dir / "metrics.json", metrics)
+        write_json(run.dir / "metrics.json", metrics, Redactor.of(project))
         return None
     return settle(project, run, info, metrics, gates, None)
 
@@ -65,7 +68,9 @@ def settle(
     gates: list[dict[str, Any]],
     judge: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """The outcome from gates and judge: metrics.json, result.json, a results.jsonl line."""
+    """The outcome from gates and judge: metrics.json, result.json, a results.jsonl line;
+    returns the result record (redacted, like the files it goes into)."""
+    redact = Redactor.of(project)
     if info["status"] == "error":
         outcome, reason = "error", f"run could not be carried out: {info['error']}"
     else:
@@ -74,11 +79,11 @@ def settle(
     metrics.update(_outcome_fields(run, metrics, gates, (outcome, reason), score))
     if judge is not None:
         metrics["judge_score"] = score
-    write_json(run.dir / "metrics.json", metrics)
-    record = result_record(run, info, metrics, judge, gates)
-    write_json(run.dir / "result.json", record)
+    write_json(run.dir / "metrics.json", metrics, redact)
+    record: dict[str, Any] = redact.value(result_record(run, info, metrics, judge, gates))
+    write_json(run.dir / "result.json", record, redact)
     if info["status"] != "error":
-        append_result(project.results_dir / "results.jsonl", record)
+        append_result(project.results_dir / "results.jsonl", record, redact)
     return record
 
 
@@ -89,12 +94,12 @@ def judge_run(project: Project, run: Run) -> dict[str, Any]:
     from llmtt.atomic import read_jsonl
     from llmtt.evaluation.judge import build_prompt, judge
     from llmtt.models import resolve_model
-    from llmtt.redaction import Redactor
 
     assert run.judge is not None
     info = read_json(run.dir / "run.json")
     metrics = read_json(run.dir / "metrics.json")
     gates = read_json(run.dir / "gates.json")["gates"]
+    redact = Redactor.of(project)
     if info["status"] == "error":
         write_json(run.dir / "judge.json", {"format": 1, "skipped": "run could not be carried out"})
         return settle(project, run, info, metrics, gates, None)
@@ -110,11 +115,11 @@ def judge_run(project: Project, run: Run) -> dict[str, Any]:
         gates,
         read_jsonl(run.dir / "events.jsonl"),
         project.config.judge.max_transcript_chars,
-        Redactor(run.target.env),
+        redact,
     )
     record = judge(model, rubric, prompt, run.judge.threshold)
     record["rubric"] = str(run.judge.rubric)
-    write_json(run.dir / "judge.json", record)
+    write_json(run.dir / "judge.json", record, redact)
     return settle(project, run, info, metrics, gates, record)
 
 

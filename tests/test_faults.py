@@ -1,0 +1,178 @@
+"""Faults injected into real `doit` invocations: kills at random moments, a second writer,
+SIGTERM, an invocation killed with its processes still running. Each counts what was lost."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from conftest import Project
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import faults  # noqa: E402
+
+SLOW = """\
+task: {prompt: Wait.}
+solution: ['sleep 30']
+evaluation: {gates: [{type: file_exists, path: x}]}
+"""
+
+
+def _background(project: Project, *args: str) -> faults.Doit:
+    return faults.Doit(project.root, *args)
+
+
+def _until(predicate: object, secs: float = 30) -> None:
+    deadline = time.monotonic() + secs
+    while not callable(predicate) or not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {secs} s")
+        time.sleep(0.05)
+
+
+def test_killed_doit_runs_redo_no_finished_run_corrupt_nothing_and_leave_no_process(
+    tmp_path: Path,
+) -> None:
+    figures = faults.kill_loop(tmp_path / "proj", cycles=4, seed=7)
+    rows = faults.kill_rows(figures)
+    assert all(ok for *_, ok in rows), faults._table(rows) + "\n" + repr(figures)
+    assert figures.finished_before_kills > 0  # some kills did land after finished runs
+
+
+def test_a_second_writer_is_refused_at_once_naming_the_first(project: Project) -> None:
+    project.write("llmtt.toml", '[target]\nbinary = "echo"\n')
+    project.write("scenarios/slow.yaml", SLOW)
+    first = _background(project, "run")
+    try:
+        _until(lambda: (project.results() / "slow/oracle/r1/workspace").exists())
+        for command in (["run"], ["forget", "slow/oracle/r1"], ["clean"]):
+            started = time.monotonic()
+            second = project.doit(*command, timeout=60)
+            assert time.monotonic() - started < 10  # refused, not queued behind the agent
+            assert second.code == 2, second
+            assert "Traceback" not in second.err
+            assert f"is in use by `doit run` (pid {first.proc.pid}, since " in second.err
+            assert second.err.count("\n") == 1, second.err  # one line
+        # Reading is not writing: `doit list` answers while the run goes on.
+        listed = project.doit("list", "--status", timeout=60)
+        assert listed.code == 0 and "slow/oracle/r1" in listed.out
+    finally:
+        first.proc.send_signal(signal.SIGTERM)
+        first.wait(60)
+    assert not (project.results() / "slow/oracle/r1/run.json").exists()
+
+
+def test_sigterm_ends_the_agent_keeps_what_finished_and_exits_as_terminated(
+    project: Project,
+) -> None:
+    project.write("llmtt.toml", '[target]\nbinary = "echo"\n')
+    project.write(
+        "scenarios/a-quick.yaml",
+        "task: {prompt: Go.}\nsolution: [echo hi > x]\n"
+        "evaluation: {gates: [{type: file_exists, path: x}]}\n",
+    )
+    project.write("scenarios/b-slow.yaml", SLOW)
+    doit = _background(project, "run")
+    _until(lambda: (project.results() / "b-slow/oracle/r1/workspace").exists())
+    _until(lambda: bool(_sleepers(project)))
+    doit.proc.send_signal(signal.SIGTERM)  # to doit alone, as `kill` or a CI cancel does
+    code, out = doit.wait(60)
+    assert code == -signal.SIGTERM, (code, out)
+    assert "llmtt: terminated (SIGTERM) during b-slow/oracle/r1;" in out, out
+    assert "Traceback" not in out, out
+    assert _sleepers(project) == []  # ended by llmtt itself, before doit exited
+    status = project.doit("list", "--status").out
+    assert "U a-quick/oracle/r1" in status and "R b-slow/oracle/r1" in status, status
+
+
+def _sleepers(project: Project) -> list[str]:
+    return [p for p in faults.project_processes(project.root) if p.endswith("sleep 30")]
+
+
+def test_the_processes_of_an_invocation_killed_by_sigkill_are_ended_by_its_watchdog(
+    tmp_path: Path,
+) -> None:
+    """An invocation that cannot clean up (SIGKILL) leaves its runs' processes to the
+    watchdog: they carry its mark, and end within seconds of it."""
+    script = textwrap.dedent(
+        """
+        import os, sys, time
+        from pathlib import Path
+        from llmtt.invocation import watchdog
+        from llmtt.shell import run_shell
+        watchdog.start()
+        # A command that leaves a grandchild behind, in a session of its own.
+        run_shell("setsid sleep 41.5 & sleep 41.6 & echo started",
+                  cwd=Path("."), env={"PATH": os.environ["PATH"]}, timeout_secs=0.5)
+        print("ready", flush=True)
+        time.sleep(60)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=tmp_path, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    # run_shell's own clean-up ended its group; start the orphans now, as a killed run would.
+    orphan = subprocess.Popen(
+        ["bash", "-c", "setsid sleep 41.7 & sleep 41.8 & wait"],
+        env={"PATH": os.environ["PATH"], "LLMTT_INVOCATION": _token(proc.pid)},
+        start_new_session=True,
+    )
+    assert _count("sleep 41.[78]") == 2
+    proc.kill()
+    proc.wait(10)
+    deadline = time.monotonic() + 8
+    while _count("sleep 41.[5-8]") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _count("sleep 41.[5-8]") == 0
+    orphan.wait(10)
+
+
+def _token(pid: int) -> str:
+    """The mark a process gave its runs (read from the environment of its watchdog's argv)."""
+    found = subprocess.run(
+        ["pgrep", "-af", f"llmtt.invocation.watchdog {pid} "], capture_output=True, text=True
+    )
+    return found.stdout.split()[-1]
+
+
+def _count(pattern: str) -> int:
+    found = subprocess.run(["pgrep", "-fx", pattern], capture_output=True, text=True)
+    return len(found.stdout.split())
+
+
+def test_a_dead_holder_whose_workers_still_end_is_waited_for_not_refused(
+    project: Project,
+) -> None:
+    project.write("llmtt.toml", '[target]\nbinary = "echo"\n')
+    project.write(
+        "scenarios/a.yaml",
+        "task: {prompt: Go.}\nevaluation: {gates: [{type: file_exists, path: x}]}\n",
+    )
+    assert project.doit("list").code == 0
+    # A lock held by a process that is not the one the lock file names (a dead holder's
+    # worker) is waited for while it lasts.
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, json, os, sys, time\n"
+            f"fd = os.open({str(project.results() / '.llmtt-lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "os.write(fd, json.dumps({'pid': 999999999, 'start': 1}).encode())\n"
+            "print('held', flush=True); time.sleep(2)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    started = time.monotonic()
+    result = project.doit("run", timeout=60)
+    assert result.code == 0, result
+    assert time.monotonic() - started >= 1.0  # it waited for the lock
+    holder.wait(10)

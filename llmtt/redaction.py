@@ -91,6 +91,7 @@ class Redactor:
         for env in (os.environ, *envs):
             values.update(v.strip() for n, v in env.items() if secret_name(n))
         self._values = _compile(frozenset(v for v in values if secret_value(v)))
+        self._done: dict[str, str] = {}
 
     @classmethod
     def of(cls, project: Project) -> Redactor:
@@ -117,7 +118,12 @@ class Redactor:
     def value(self, value: Any) -> Any:
         """A JSON-like value with every string in it (keys too) masked."""
         if isinstance(value, str):
-            return self(value)
+            # Records repeat their keys and many values: a report of thousands of runs redacts
+            # each distinct string once.
+            done = self._done.get(value)
+            if done is None:
+                done = self._done[value] = self(value)
+            return done
         if isinstance(value, dict):
             return {self.value(k): self.value(v) for k, v in value.items()}
         if isinstance(value, list | tuple):

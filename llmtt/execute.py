@@ -24,7 +24,7 @@ from llmtt.plan import Run
 from llmtt.project import Project
 from llmtt.redaction import Redactor
 from llmtt.scripted import ScriptedServer
-from llmtt.workspace import Workspace, prepare, run_setup
+from llmtt.workspace import Workspace, WorkspaceError, prepare, run_setup
 
 RUN_FORMAT = 1
 SCRIPTED = "scripted"
@@ -90,7 +90,10 @@ def _run_agent(project: Project, run: Run, agent: Agent) -> AgentExit:
     if run.variant:
         for dest, src in project.config.variants[run.variant].files.items():
             variant_files[dest] = project.root / src
-    ws = prepare(run.dir, run.scenario.fixture_dir, variant_files)
+    try:
+        ws = prepare(run.dir, run.scenario.fixture_dir, variant_files)
+    except WorkspaceError as exc:
+        return _error(str(exc))
     env = ws.env(run.target.env)
     setup = run.scenario.spec.setup
     failed = run_setup(
@@ -156,6 +159,7 @@ def _launch(run: Run, agent: Agent, launch: _Launch, url: str | None) -> AgentEx
 
 
 GUIDANCE_FILES = ("AGENTS.md", "CLAUDE.md", "README.md")
+GUIDANCE_LIMIT = 1_000_000  # characters of one guidance file given to an agent
 
 
 def _guidance(variant_files: list[str], workspace: Path) -> dict[str, str]:
@@ -165,7 +169,12 @@ def _guidance(variant_files: list[str], workspace: Path) -> dict[str, str]:
     for name in names:
         path = workspace / name
         if path.is_file():
-            out[name] = path.read_text(encoding="utf-8", errors="replace")
+            # Read no more than is given: a fixture's README may be any size.
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read(GUIDANCE_LIMIT + 1)
+            if len(text) > GUIDANCE_LIMIT:
+                text = text[:GUIDANCE_LIMIT] + f"\n[... {name} cut at {GUIDANCE_LIMIT:,} chars]\n"
+            out[name] = text
     return out
 
 

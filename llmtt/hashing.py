@@ -6,13 +6,14 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import xxhash
 
 from llmtt import inputs
 
 Key = dict[str, str]  # a layer's cache key: what it depends on, part by part, as hashes
+CHUNK = 1 << 20  # files are hashed a MiB at a time, never read whole: fixtures may be large
 
 
 def hash_value(value: Any) -> str:
@@ -29,10 +30,18 @@ def hash_bytes(data: bytes) -> str:
 def hash_file(path: Path) -> str:
     """Hash a file's contents; a missing file hashes as the word 'missing'."""
     inputs.note_file(path)
+    digest = xxhash.xxh3_128()
     try:
-        return hash_bytes(path.read_bytes())
+        with open(path, "rb") as handle:
+            _feed(digest, handle)
     except FileNotFoundError:
         return "missing"
+    return digest.hexdigest()
+
+
+def _feed(digest: xxhash.xxh3_128, handle: BinaryIO) -> None:
+    while chunk := handle.read(CHUNK):
+        digest.update(chunk)
 
 
 def hash_tree(root: Path) -> str:
@@ -56,7 +65,7 @@ def hash_tree(root: Path) -> str:
             executable = "x" if info.st_mode & stat.S_IXUSR else "-"
             digest.update(f"F {rel} {executable} {info.st_size}\n".encode())
             with open(full, "rb") as handle:
-                digest.update(handle.read())
+                _feed(digest, handle)
         for name in dirnames:
             if not os.path.islink(os.path.join(dirpath, name)):
                 rel = os.path.normpath(os.path.join(rel_dir, name))

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmtt.errors import LlmttError
 from llmtt.shell import ShellResult, run_shell
 
 # Variables passed through from the caller's environment; everything else is left behind so
@@ -27,6 +28,34 @@ def tool_path() -> str:
     return os.pathsep.join(parts)
 
 
+class WorkspaceError(LlmttError):
+    """A run's files cannot be laid out in its workspace (a variant file would land outside)."""
+
+
+def within(root: Path, path: Path) -> bool:
+    """Whether the resolved `path` is `root` or below it, once root's own links are followed."""
+    return path.is_relative_to(root.resolve())
+
+
+def home_env(home: Path) -> dict[str, str]:
+    """HOME and the XDG base folders, all inside `home`."""
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+    }
+
+
+def make_home(home: Path) -> dict[str, str]:
+    """Create `home` and its XDG folders; return the variables that point at them."""
+    env = home_env(home)
+    for folder in env.values():
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    return env
+
+
 @dataclass(frozen=True)
 class Workspace:
     """The folders of one run."""
@@ -42,11 +71,7 @@ class Workspace:
         env.update(
             {
                 "PATH": tool_path(),
-                "HOME": str(self.home),
-                "XDG_CONFIG_HOME": str(self.home / ".config"),
-                "XDG_DATA_HOME": str(self.home / ".local" / "share"),
-                "XDG_STATE_HOME": str(self.home / ".local" / "state"),
-                "XDG_CACHE_HOME": str(self.home / ".cache"),
+                **home_env(self.home),
                 "TERM": "xterm-256color",
                 "PWD": str(self.workspace),
             }
@@ -57,7 +82,10 @@ class Workspace:
 
 
 def prepare(run_dir: Path, fixture: Path | None, variant_files: Mapping[str, Path]) -> Workspace:
-    """Create the run's workspace from scratch: fixture copy, variant files, empty HOME."""
+    """Create the run's workspace from scratch: fixture copy, variant files, empty HOME.
+
+    Raises WorkspaceError when a variant file would be written outside the workspace.
+    """
     ws = Workspace(run_dir, run_dir / "workspace", run_dir / "home")
     for folder in (ws.workspace, ws.home):
         if folder.exists():
@@ -67,17 +95,41 @@ def prepare(run_dir: Path, fixture: Path | None, variant_files: Mapping[str, Pat
     else:
         ws.workspace.mkdir(parents=True)
     for dest, source in variant_files.items():
-        target = ws.workspace / dest
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
-    for sub in (".config", ".local/share", ".local/state", ".cache"):
-        (ws.home / sub).mkdir(parents=True, exist_ok=True)
+        _place_variant_file(ws.workspace, dest, source)
+    make_home(ws.home)
     # Agents that run commands in a login shell (codex: `bash -lc`) get PATH reset by
     # /etc/profile; the run's own profile puts the tools found beside llmtt back.
     profile = f'export PATH="{tool_path()}"\n'
     for name in (".bash_profile", ".profile"):
         (ws.home / name).write_text(profile)
     return ws
+
+
+def _place_variant_file(workspace: Path, dest: str, source: Path) -> None:
+    """Copy a variant file to `dest`, which must stay inside the workspace.
+
+    The folder is resolved through the fixture's links before anything is written, so neither
+    `..`, an absolute path nor a folder linked elsewhere leads out; a link at `dest` itself is
+    replaced by the file, not written through.
+    """
+    target = workspace / dest
+    folder = target.parent.resolve()
+    if target.name in ("", ".", "..") or not within(workspace, folder):
+        landing = os.path.normpath(folder / target.name)
+        raise WorkspaceError(
+            f"variant file {dest!r} would be written outside the workspace (to {landing}); "
+            "a variant destination must be a path inside the workspace"
+        )
+    target = folder / target.name
+    try:
+        if target.is_symlink():
+            target.unlink()
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+    except OSError as exc:
+        raise WorkspaceError(
+            f"variant file {dest!r}: cannot copy {source} there: {exc.strerror or exc}"
+        ) from None
 
 
 def run_setup(

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import regex
 
 from llmtt.evaluation.interaction import TargetCommand
 from llmtt.scenario import (
@@ -26,6 +27,7 @@ from llmtt.scenario import (
     Script,
 )
 from llmtt.shell import ShellResult, run_shell
+from llmtt.workspace import make_home, within
 
 _COMMAND_GATES = (
     CommandSucceeds,
@@ -34,6 +36,9 @@ _COMMAND_GATES = (
     CommandJsonPath,
     Script,
 )
+
+CHUNK = 1 << 20  # file_contains reads a file this many characters at a time
+MATCH_LIMIT = 16 << 20  # file_matches reads files up to this many bytes; larger ones fail
 
 
 @dataclass(frozen=True)
@@ -54,19 +59,10 @@ def run_gates(gates: Sequence[Gate], ctx: GateContext) -> list[dict[str, Any]]:
 def _run_one(index: int, gate: Gate, ctx: GateContext) -> dict[str, Any]:
     record: dict[str, Any] = {"index": index, "type": gate.type, "description": gate.description}
     record.update(gate.model_dump(exclude={"type", "description", "timeout_secs"}))
+    timeout = gate.timeout_secs or ctx.timeout_secs
     if isinstance(gate, _COMMAND_GATES):
-        timeout = gate.timeout_secs or ctx.timeout_secs
-        with tempfile.TemporaryDirectory(prefix="llmtt-gate-") as scratch:
-            work = Path(scratch) / "workspace"
-            home = Path(scratch) / "home"
-            if ctx.workspace.is_dir():
-                shutil.copytree(ctx.workspace, work, symlinks=True)
-            else:
-                work.mkdir()
-            home.mkdir()
-            env = {**ctx.env, "HOME": str(home), "PWD": str(work)}
-            result = run_shell(gate.command, cwd=work, env=env, timeout_secs=timeout)
-        passed, message = _judge_command(gate, result)
+        result = _run_command(gate.command, ctx, timeout)
+        passed, message = _judge_command(gate, result, timeout)
         record.update(
             {
                 "exit_code": result.exit_code,
@@ -81,13 +77,55 @@ def _run_one(index: int, gate: Gate, ctx: GateContext) -> dict[str, Any]:
             if data is not None:
                 record["data"] = data
     else:
-        passed, message = _judge_static(gate, ctx)
+        passed, message = _judge_static(gate, ctx, timeout)
     record["passed"] = passed
     record["message"] = message
     return record
 
 
-def _judge_command(gate: Gate, result: ShellResult) -> tuple[bool, str]:
+def _run_command(command: str, ctx: GateContext, timeout: float) -> ShellResult:
+    """Run a gate's command in scratch folders of its own, removed when it is done.
+
+    A copy of the workspace, an empty HOME with its XDG folders and a TMPDIR, all outside the
+    run folder: nothing one gate writes is seen by the next gate or kept with the run.
+    """
+    with tempfile.TemporaryDirectory(prefix="llmtt-gate-") as scratch:
+        work = Path(scratch) / "workspace"
+        if ctx.workspace.is_dir():
+            try:
+                # The kernel copies the data (sendfile), not Python, whatever the files' size.
+                shutil.copytree(ctx.workspace, work, symlinks=True)
+            except shutil.Error:
+                pass  # named pipes and sockets are not copied; the rest is
+        else:
+            work.mkdir()
+        tmp = Path(scratch) / "tmp"
+        tmp.mkdir()
+        env = {
+            **ctx.env,
+            **make_home(Path(scratch) / "home"),
+            "TMPDIR": str(tmp),
+            "PWD": str(work),
+        }
+        return run_shell(command, cwd=work, env=env, timeout_secs=timeout)
+
+
+def _search(pattern: str, text: str, timeout: float) -> bool | None:
+    """`re.search(pattern, text, re.MULTILINE)`, or None when it takes longer than `timeout`.
+
+    The `regex` module's matcher can be stopped; a catastrophic pattern cannot hang a gate.
+    """
+    try:
+        return regex.search(pattern, text, regex.MULTILINE, timeout=timeout) is not None
+    except TimeoutError:
+        return None
+
+
+def _too_slow(pattern: str, timeout: float) -> str:
+    return f"pattern /{pattern}/ took longer than {timeout:g} s"
+
+
+def _judge_command(gate: Gate, result: ShellResult, timeout: float) -> tuple[bool, str]:
     if result.timed_out:
         return False, f"`{_cmd(gate)}` {result.describe()}"
     if isinstance(gate, CommandSucceeds | Script):
@@ -104,7 +142,10 @@ def _judge_command(gate: Gate, result: ShellResult) -> tuple[bool, str]:
             + _seen(result),
         )
     if isinstance(gate, CommandOutputMatches):
-        if re.search(gate.pattern, result.stdout, re.MULTILINE):
+        found = _search(gate.pattern, result.stdout, timeout)
+        if found is None:
+            return False, f"output of `{gate.command}`: " + _too_slow(gate.pattern, timeout)
+        if found:
             return True, f"output of `{gate.command}` matches /{gate.pattern}/"
         return (
             False,
@@ -165,7 +206,7 @@ def _literal(text: str) -> Any:
         return text.strip("'\"") if len(text) >= 2 and text[0] == text[-1] == "'" else text
 
 
-def _judge_static(gate: Gate, ctx: GateContext) -> tuple[bool, str]:
+def _judge_static(gate: Gate, ctx: GateContext, timeout: float) -> tuple[bool, str]:
     if isinstance(gate, NoTranscriptErrors):
         failed = [c for c in ctx.target_commands if c.exit_code not in (0, None)]
         if not failed:
@@ -173,20 +214,64 @@ def _judge_static(gate: Gate, ctx: GateContext) -> tuple[bool, str]:
         listed = "; ".join(f"`{c.normalised}` (exit {c.exit_code})" for c in failed[:5])
         return False, f"{len(failed)} target command(s) failed: {listed}"
     assert isinstance(gate, FileExists | FileContains | FileMatches)
-    path = ctx.workspace / gate.path
-    if not path.is_file():
-        kind = "is a folder, not a file" if path.is_dir() else "does not exist"
-        return False, f"{gate.path} {kind}"
+    path, problem = _workspace_file(ctx.workspace, gate.path)
+    if path is None:
+        return False, problem
     if isinstance(gate, FileExists):
         return True, f"{gate.path} exists"
-    text = path.read_text(encoding="utf-8", errors="replace")
     if isinstance(gate, FileContains):
-        if gate.substring in text:
+        if _file_contains(path, gate.substring):
             return True, f"{gate.path} contains {gate.substring!r}"
         return False, f"{gate.path} lacks {gate.substring!r}"
-    if re.search(gate.pattern, text, re.MULTILINE):
+    size = path.stat().st_size
+    if size > MATCH_LIMIT:
+        return False, (
+            f"{gate.path} has {size:,} bytes; file_matches reads files up to {MATCH_LIMIT:,} "
+            "bytes (a command_succeeds gate with `grep -E` has no such limit)"
+        )
+    text = path.read_text(encoding="utf-8", errors="replace")
+    found = _search(gate.pattern, text, timeout)
+    if found is None:
+        return False, f"{gate.path}: " + _too_slow(gate.pattern, timeout)
+    if found:
         return True, f"{gate.path} matches /{gate.pattern}/"
     return False, f"{gate.path} does not match /{gate.pattern}/"
+
+
+def _workspace_file(workspace: Path, rel: str) -> tuple[Path | None, str]:
+    """The regular file `rel` names, with every link followed, or why a gate may not read it.
+
+    A link the agent planted may point anywhere (`/proc/self/environ` would be llmtt's own
+    environment); what it leads to must be inside the workspace.
+    """
+    try:
+        path = (workspace / rel).resolve(strict=True)
+    except FileNotFoundError:
+        return None, f"{rel} does not exist"
+    except (OSError, RuntimeError) as exc:  # a link loop, a folder we may not enter
+        return None, f"{rel} cannot be resolved: {exc}"
+    if not within(workspace, path):
+        return None, (
+            f"{rel} resolves outside the workspace (to {path}); gates read only workspace files"
+        )
+    if path.is_dir():
+        return None, f"{rel} is a folder, not a file"
+    if not path.is_file():
+        return None, f"{rel} is not a regular file"
+    return path, ""
+
+
+def _file_contains(path: Path, needle: str) -> bool:
+    """Whether the text of `path` holds `needle`, read a chunk at a time (files may be large)."""
+    keep = len(needle) - 1  # what a match straddling two chunks needs of the earlier one
+    tail = ""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        while chunk := handle.read(CHUNK):
+            window = tail + chunk
+            if needle in window:
+                return True
+            tail = window[max(len(window) - keep, 0) :] if keep > 0 else ""
+    return needle in tail
 
 
 def _cmd(gate: Gate) -> str:

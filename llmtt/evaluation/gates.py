@@ -110,19 +110,17 @@ def _run_command(command: str, ctx: GateContext, timeout: float) -> ShellResult:
         return run_shell(command, cwd=work, env=env, timeout_secs=timeout)
 
 
-def _search(pattern: str, text: str, timeout: float) -> bool | None:
-    """`re.search(pattern, text, re.MULTILINE)`, or None when it takes longer than `timeout`.
+def _search(pattern: str, text: str, timeout: float) -> bool | str:
+    """`re.search(pattern, text, re.MULTILINE)` found something, or why there is no answer.
 
     The `regex` module's matcher can be stopped; a catastrophic pattern cannot hang a gate.
     """
     try:
         return regex.search(pattern, text, regex.MULTILINE, timeout=timeout) is not None
     except TimeoutError:
-        return None
-
-
-def _too_slow(pattern: str, timeout: float) -> str:
-    return f"pattern /{pattern}/ took longer than {timeout:g} s"
+        return f"pattern /{pattern}/ took longer than {timeout:g} s"
+    except regex.error as exc:  # checked with `re` at load time; `regex` differs at the edges
+        return f"pattern /{pattern}/ cannot be used: {exc}"
 
 
 def _judge_command(gate: Gate, result: ShellResult, timeout: float) -> tuple[bool, str]:
@@ -143,8 +141,8 @@ def _judge_command(gate: Gate, result: ShellResult, timeout: float) -> tuple[boo
         )
     if isinstance(gate, CommandOutputMatches):
         found = _search(gate.pattern, result.stdout, timeout)
-        if found is None:
-            return False, f"output of `{gate.command}`: " + _too_slow(gate.pattern, timeout)
+        if isinstance(found, str):
+            return False, f"output of `{gate.command}`: {found}"
         if found:
             return True, f"output of `{gate.command}` matches /{gate.pattern}/"
         return (
@@ -231,8 +229,8 @@ def _judge_static(gate: Gate, ctx: GateContext, timeout: float) -> tuple[bool, s
         )
     text = path.read_text(encoding="utf-8", errors="replace")
     found = _search(gate.pattern, text, timeout)
-    if found is None:
-        return False, f"{gate.path}: " + _too_slow(gate.pattern, timeout)
+    if isinstance(found, str):
+        return False, f"{gate.path}: {found}"
     if found:
         return True, f"{gate.path} matches /{gate.pattern}/"
     return False, f"{gate.path} does not match /{gate.pattern}/"

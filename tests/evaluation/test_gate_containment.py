@@ -13,7 +13,7 @@ from conftest import GIT_TOML, Project
 from pydantic import TypeAdapter
 
 from llmtt.evaluation.gates import GateContext, run_gates
-from llmtt.scenario import FileContains, FileExists, Gate
+from llmtt.scenario import FileContains, FileExists, FileMatches, Gate
 
 GATE = TypeAdapter(Gate)
 
@@ -130,6 +130,20 @@ def test_regex_gates_agree_with_re_multiline(work: Path, pattern: str) -> None:
         {"type": "command_output_matches", "command": "cat notes.md", "pattern": pattern},
     )
     assert [r["passed"] for r in results] == [expected, expected]
+
+
+@pytest.mark.filterwarnings("ignore:Possible nested set:FutureWarning")  # re, at load
+def test_posix_classes_work_and_a_pattern_regex_refuses_fails_the_gate(work: Path) -> None:
+    # `re` reads [[:digit:]] as a set of "[:digt" then "]"; `regex` as grep does: a digit.
+    (work / "notes.md").write_text("version 42\n")
+    results = check(
+        work,
+        {"type": "file_matches", "path": "notes.md", "pattern": "^version [[:digit:]]+$"},
+        FileMatches.model_construct(path="notes.md", pattern="(unclosed"),
+    )
+    assert results[0]["passed"] is True
+    assert results[1]["passed"] is False
+    assert results[1]["message"].startswith("notes.md: pattern /(unclosed/ cannot be used: ")
 
 
 CATASTROPHIC = "(a|aa)+$"  # exponential backtracking on a run of a's that ends in b

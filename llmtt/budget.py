@@ -2,8 +2,13 @@
 
 Each paid run reserves its cost before it starts — the scenario's `cost.max_usd` when it has
 one, else the expected cost — and settles the real cost when it ends. A run starts only while
-spent + reserved stays under the budget, so the total overshoots the budget by at most the
-last admitted run's own limit.
+spent + reserved stays under the budget. While it runs, its agent reports its running cost
+(`Ledger.guard`) as usage arrives, and is stopped once what is spent and what every running run
+has spent so far reach the budget: an estimate that was too low cannot overspend it. The total
+exceeds the budget by at most the last turn of each run under way.
+
+The ledger lives as long as one `doit run` (only `doit run` creates it, under the project's
+lock): no other invocation resets it.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +44,8 @@ class Ledger:
     def create(cls, path: Path, budget: float) -> Ledger:
         """A fresh ledger for a new invocation."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"budget": budget, "spent": 0.0, "reserved": {}}))
+        state = {"budget": budget, "spent": 0.0, "reserved": {}, "running": {}}
+        path.write_text(json.dumps(state))
         return cls(path, budget)
 
     @contextmanager
@@ -69,11 +75,30 @@ class Ledger:
                 )
             state["reserved"][key] = amount
 
+    def guard(self, key: str) -> Callable[[float], str | None]:
+        """For a running step: given what it has spent so far, why it must stop, or None."""
+
+        def check(spent: float) -> str | None:
+            with self._locked() as state:
+                state["running"][key] = spent
+                total = state["spent"] + sum(state["running"].values())
+                if total < self.budget:
+                    return None
+                return (
+                    f"budget exhausted while running: ${total:.4f} spent of ${self.budget:.4f} "
+                    "(this run included); the run stays pending for the next invocation"
+                )
+
+        return check
+
     def settle(self, key: str, cost: float | None, fallback: float) -> None:
         """Replace a run's reservation by what it really cost (its reservation if unknown)."""
         with self._locked() as state:
             held = state["reserved"].pop(key, fallback)
-            state["spent"] = round(state["spent"] + (cost if cost is not None else held), 8)
+            running = state["running"].pop(key, None)
+            if cost is None:
+                cost = held if running is None else max(held, running)
+            state["spent"] = round(state["spent"] + cost, 8)
 
     def spent(self) -> float:
         """Money spent so far in this invocation."""

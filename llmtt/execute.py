@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,18 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def execute_run(project: Project, run: Run) -> dict[str, Any]:
-    """Carry out one run and write its artifacts; return what went into `run.json`."""
+def execute_run(
+    project: Project,
+    run: Run,
+    *,
+    session_budget: Callable[[float], str | None] | None = None,
+    refusal: str | None = None,
+) -> dict[str, Any]:
+    """Carry out one run and write its artifacts; return what went into `run.json`.
+
+    `session_budget` stops the agent when the session's money is spent (see RunContext);
+    a `refusal` (the budget was spent before it started) records the run as not carried out.
+    """
     run.dir.mkdir(parents=True, exist_ok=True)
     for name in AGENT_ARTIFACTS:
         (run.dir / name).unlink(missing_ok=True)
@@ -53,7 +64,7 @@ def execute_run(project: Project, run: Run) -> dict[str, Any]:
         "started_at": started_at,
     }
     agent = make_agent(project, run.agent)
-    outcome = _run_agent(project, run, agent)
+    outcome = _error(refusal) if refusal else _run_agent(project, run, agent, session_budget)
     record.update(
         {
             "finished_at": _now(),
@@ -75,7 +86,9 @@ def execute_run(project: Project, run: Run) -> dict[str, Any]:
     return record
 
 
-def _run_agent(project: Project, run: Run, agent: Agent) -> AgentExit:
+def _run_agent(
+    project: Project, run: Run, agent: Agent, budget: Callable[[float], str | None] | None
+) -> AgentExit:
     if run.target_version.startswith("error:"):
         return _error(f"target version probe {run.target_version.removeprefix('error: ')}")
     missing = agent.unavailable(run.model)
@@ -110,7 +123,7 @@ def _run_agent(project: Project, run: Run, agent: Agent) -> AgentExit:
         )
     env.update(agent.settings.env)
     guidance = _guidance(list(variant_files), ws.workspace)
-    launch = _Launch(ws, env, guidance, project.config.models, Redactor.of(project))
+    launch = _Launch(ws, env, guidance, project.config.models, Redactor.of(project), budget)
     if run.model == SCRIPTED and agent.needs_model:
         # The scripted model lives exactly as long as the run that needs it.
         log = run.dir / "scripted.log"
@@ -129,6 +142,7 @@ class _Launch:
     guidance: dict[str, str]
     models: dict[str, ModelSpec]
     redact: Redactor  # for the event log; the transcript, kept raw, is private to its owner
+    session_budget: Callable[[float], str | None] | None
 
 
 def _launch(run: Run, agent: Agent, launch: _Launch, url: str | None) -> AgentExit:
@@ -151,6 +165,7 @@ def _launch(run: Run, agent: Agent, launch: _Launch, url: str | None) -> AgentEx
             guidance=launch.guidance,
             max_usd=run.scenario.spec.cost.max_usd,
             models=launch.models,
+            session_budget=launch.session_budget,
         )
         result = agent.run(ctx)
     os.replace(events_part, run.dir / "events.jsonl")

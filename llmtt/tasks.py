@@ -25,7 +25,7 @@ from doit.task import Task
 
 from llmtt import plancache
 from llmtt.atomic import read_json, read_jsonl
-from llmtt.budget import Ledger, budget_limit, events_cost, expected_cost
+from llmtt.budget import BudgetExhausted, Ledger, budget_limit, events_cost, expected_cost
 from llmtt.depfile import record_values
 from llmtt.errors import LlmttError
 from llmtt.hashing import Key
@@ -371,19 +371,29 @@ def _agent_action(spec: RunSpec) -> dict[str, Any]:
     from llmtt.execute import execute_run
 
     run = _run(spec)
-    amount = _reserve(run, f"{run.run_id}:agent", _agent_cost_hold) if _paid_agent(run) else None
-    record = execute_run(_plan()[0].project, run)
-    if LEDGER is not None and amount is not None:
-        LEDGER.settle(f"{run.run_id}:agent", events_cost(run.dir / "events.jsonl"), amount)
+    key = f"{run.run_id}:agent"
+    amount: float | None = None
+    refusal: str | None = None
+    if _paid_agent(run):
+        try:
+            amount = _reserve(run, key, _agent_cost_hold)
+        except BudgetExhausted as exc:
+            # Recorded as a run not carried out, so the reports list it; it stays pending.
+            refusal = str(exc)
+    guard = LEDGER.guard(key) if LEDGER is not None and amount is not None else None
+    try:
+        record = execute_run(_plan()[0].project, run, session_budget=guard, refusal=refusal)
+    finally:
+        if LEDGER is not None and amount is not None:
+            events = run.dir / "events.jsonl"  # absent when the run broke off: cost unknown
+            LEDGER.settle(key, events_cost(events) if events.exists() else None, amount)
     values: dict[str, Any] = {"status": record["status"]}
     if record["status"] == "error":
         # Carried on to evaluate, report (which fails the run with the reason) and aggregate,
         # so the reports show it; KeyCheck keeps the agent layer pending.
         values["error"] = record["error"]
     # What was paid for is on record now, even if doit is killed before it saves the task.
-    record_values(
-        DOIT_CONFIG["dep_file"], f"{run.run_id}:agent", {**values, "llmtt_key": spec.keys["agent"]}
-    )
+    record_values(DOIT_CONFIG["dep_file"], key, {**values, "llmtt_key": spec.keys["agent"]})
     return values
 
 

@@ -4,10 +4,13 @@ whose costs are known, the overshoot bound, skipped runs staying pending."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
-from conftest import GIT_TOML, Project
+from conftest import DOIT, GIT_TOML, Project
 
 from llmtt.budget import BudgetExhausted, Ledger, budget_limit
 from llmtt.errors import LlmttError
@@ -35,9 +38,15 @@ def test_budget_under_parallel_runs_is_never_overshot_by_more_than_one_run(
     assert result.code != 0  # some runs could not be carried out: they wait for more budget
     text = result.out + result.err
     assert "budget exhausted: spent $" in text and "of $0.1000" in text
-    done = sorted(project.results().glob("s/litellm-priced/r*/result.json"))
-    costs = [json.loads(p.read_text())["cost_usd"] for p in done]
-    assert 1 <= len(costs) < 8
+    results = [json.loads(p.read_text()) for p in project.results().glob("s/*/r*/result.json")]
+    costs = [r["cost_usd"] for r in results if r["outcome"] != "error"]
+    skipped = [r["run_id"] for r in results if r["outcome"] == "error"]
+    assert 1 <= len(costs) < 8 and len(costs) + len(skipped) == 8
+    # The reports are written all the same, and list the runs the budget left out.
+    for name in ("report.md", "report.json", "report.html", "junit.xml"):
+        text = (project.results() / name).read_text()
+        assert all(run_id in text for run_id in skipped), name
+        assert "budget exhausted" in text, name
     assert all(c == pytest.approx(RUN_COST) for c in costs)
     assert sum(costs) <= 0.1 + 0.05  # the bound: budget + one run's cost.max_usd
     ledger = json.loads((project.results() / ".llmtt-cache/budget.json").read_text())
@@ -45,6 +54,68 @@ def test_budget_under_parallel_runs_is_never_overshot_by_more_than_one_run(
     status = project.doit("list", "--status", "agent=litellm", "model=priced", "repeats=8")
     pending = [line for line in status.out.splitlines() if line.startswith("R s/")]
     assert len(pending) == 8 - len(costs)  # the skipped runs stay pending
+
+
+# 21 turns of 0.3 s: $0.046 a run at 1 $/Mtok in and 10 $/Mtok out (turn t: 1000 + 100 t
+# tokens in, 20 out), so that four of them would spend $0.185.
+LONG = [f"sleep 0.3; echo {i}" for i in range(20)]
+
+
+def test_budget_holds_for_runs_without_a_cost_limit_whose_estimate_was_too_low(
+    project: Project,
+) -> None:
+    """Four runs admitted at once on a stale estimate ($0.001 each) would spend $0.185 of a
+    $0.10 budget; their running costs are checked as usage arrives and they are stopped."""
+    with ScriptedServer(LONG) as provider:
+        project.write(
+            "llmtt.toml",
+            GIT_TOML
+            + f'\n[models.priced]\nlitellm = "openai/priced"\napi_base = "{provider.url}/v1"\n'
+            'api_key_env = "PRICED_KEY"\ninput_usd_per_mtok = 1.0\noutput_usd_per_mtok = 10.0\n'
+            "\n[budget]\nmax_usd = 0.1\n",
+        )
+        project.write("scenarios/s.yaml", "task: {prompt: Count.}\nrun: {max_turns: 30}\n")
+        history = {"scenario": "s", "agent": "litellm", "model": "priced", "cost_usd": 0.001}
+        project.write("llm-tool-test-results/results.jsonl", json.dumps(history) + "\n")
+        env = {"LLMTT_ENABLED": "1", "PRICED_KEY": "k"}
+        args = ("agent=litellm", "model=priced", "repeats=4")
+        doit = subprocess.Popen(
+            [DOIT, "run", "-n", "4", *args],
+            cwd=project.root,
+            env={**{k: v for k, v in os.environ.items() if not k.startswith("LLMTT_")}, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        ledger = project.results() / ".llmtt-cache/budget.json"
+        deadline = time.monotonic() + 60
+        while not _running(ledger):
+            assert time.monotonic() < deadline and doit.poll() is None
+            time.sleep(0.02)
+        # Other invocations meanwhile neither reset the ledger nor run anything.
+        assert project.doit("list", "--status", *args).code == 0
+        assert project.doit("forget", *args).code == 2
+        assert project.doit("run", *args, env=env).code == 2
+        out, _ = doit.communicate(timeout=120)
+    assert doit.returncode != 0, out  # the stopped runs stay pending
+    spent = 0.0
+    for events in project.results().glob("s/litellm-priced/r*/events.jsonl"):
+        spent += sum(e["cost_usd"] for e in map(json.loads, events.open()) if e["event"] == "usage")
+    most_per_turn = 0.0012 + 0.0001 * 20  # the dearest turn of these sessions
+    assert 0.1 <= spent <= 0.1 + 4 * most_per_turn, spent
+    assert json.loads(ledger.read_text())["spent"] == pytest.approx(spent)
+    assert "budget exhausted while running" in out, out
+    report = json.loads((project.results() / "report.json").read_text())
+    stopped = [r for r in report["runs"] if "budget exhausted" in (r["outcome_reason"] or "")]
+    assert stopped and all(r["outcome"] == "error" for r in stopped)
+
+
+def _running(ledger: Path) -> bool:
+    """Whether a paid run is under way (the ledger read without its lock)."""
+    try:
+        return bool(json.loads(ledger.read_text())["reserved"])
+    except (OSError, ValueError):  # not there yet, or caught between truncate and write
+        return False
 
 
 def test_ledger_refuses_once_spent(tmp_path: Path) -> None:

@@ -32,6 +32,14 @@ class RunContext:
     guidance: Mapping[str, str] = field(default_factory=dict)  # guidance file -> its text
     max_usd: float | None = None  # the scenario's cost limit for this run
     models: Mapping[str, ModelSpec] = field(default_factory=dict)  # [models.*] of llmtt.toml
+    # The session budget: given the run's cost so far, why it must stop now (None: go on).
+    session_budget: Callable[[float], str | None] | None = None
+
+    def over_budget(self, spent: float | None) -> str | None:
+        """Why a run that has spent `spent` must stop for the session budget, or None."""
+        if spent is None or self.session_budget is None:
+            return None
+        return self.session_budget(spent)
 
 
 @dataclass(frozen=True)

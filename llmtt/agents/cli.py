@@ -188,10 +188,17 @@ class CliAgent(Agent):
         parser = self.parser(ctx)
         lines = LineBuffer(parser)
         limit = ctx.max_usd
+        checked: list[float | None] = [None]  # the cost the session budget last saw
+        budget_stop: list[str | None] = [None]
 
         def over_limit() -> bool:
             # Agents that report cost as they go (opencode per step) are stopped at the limit.
-            return limit is not None and parser.spent is not None and parser.spent > limit
+            if limit is not None and parser.spent is not None and parser.spent > limit:
+                return True
+            if parser.spent is not None and parser.spent != checked[0]:
+                checked[0] = parser.spent
+                budget_stop[0] = ctx.over_budget(parser.spent)
+            return budget_stop[0] is not None
 
         result = run_in_pty(
             argv,
@@ -206,7 +213,9 @@ class CliAgent(Agent):
         parser.finish()
         if result.stopped:
             ctx.events.emit(
-                "output", text=f"cost limit reached: spent ${parser.spent or 0:.4f} of ${limit:g}"
+                "output",
+                text=budget_stop[0]
+                or f"cost limit reached: spent ${parser.spent or 0:.4f} of ${limit:g}",
             )
         natural = False if result.timed_out or result.stopped else parser.natural_stop
         ctx.events.emit(
@@ -224,4 +233,5 @@ class CliAgent(Agent):
             timed_out=result.timed_out,
             duration_secs=result.duration_secs,
             natural_stop=natural,
+            error=budget_stop[0],
         )

@@ -117,6 +117,10 @@ class LitellmAgent(Agent):
                     "output", text=f"cost limit reached: spent ${spent:.4f} of ${ctx.max_usd:g}"
                 )
                 break
+            error = ctx.over_budget(spent if cost_known else None)
+            if error is not None:
+                ctx.events.emit("output", text=error)
+                break
         return self._finish(ctx, started, turns, timed_out=False, natural=natural, error=error)
 
     def _call(self, ctx: RunContext, call: Any, started: float) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from llmtt.errors import LlmttError
 from llmtt.plan import Plan, Run
 from llmtt.project import Project
 from llmtt.redaction import Redactor
+from llmtt.results import sync_results_db
 from llmtt.summary import comparisons, repeats
 
 REPORT_FORMAT = 1
@@ -120,6 +121,7 @@ def aggregate(plan: Plan) -> dict[str, Any]:
     """Write report.json, report.md, report.html and junit.xml over every run of the plan;
     return their data (redacted, like every file it goes into)."""
     project = plan.project
+    sync_results_db(project.results_dir / "results.jsonl")  # after a kill between the two
     redact = Redactor.of(project)
     rows = [_row(run) for run in plan.runs]
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

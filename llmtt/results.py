@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from llmtt.plan import Run
 from llmtt.redaction import Redactor
@@ -55,19 +56,56 @@ def result_record(
 
 
 def append_result(path: Path, record: dict[str, Any], redact: Redactor) -> None:
-    """Append one record, redacted, to results.jsonl and results.db beside it, under an
-    exclusive lock (parallel doit workers share both)."""
+    """Append one record, redacted, to results.jsonl and bring results.db up to date with it,
+    under an exclusive lock (parallel doit workers share both)."""
     record = redact.value(record)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-    with open(path, "a", encoding="utf-8") as handle:
+    line = json.dumps(record, ensure_ascii=False, default=str).encode() + b"\n"
+    with open(path, "a+b") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
+            _drop_torn_tail(handle)
             handle.write(line)
             handle.flush()
-            _insert(path.with_suffix(".db"), record)
+            _catch_up(path, handle)
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def sync_results_db(path: Path) -> None:
+    """Bring results.db up to date with results.jsonl (after a writer was killed between the
+    two, or when results.db was deleted: it is rebuilt)."""
+    if not path.exists():
+        return
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            _drop_torn_tail(handle)
+            _catch_up(path, handle)
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _drop_torn_tail(handle: BinaryIO) -> None:
+    """A last line without its newline is a record a killed writer left half-written."""
+    size = handle.seek(0, os.SEEK_END)
+    if size == 0:
+        return
+    handle.seek(size - 1)
+    if handle.read(1) == b"\n":
+        return
+    end = size
+    while end > 0:
+        start = max(0, end - (1 << 16))
+        handle.seek(start)
+        cut = handle.read(end - start).rfind(b"\n")
+        if cut >= 0:
+            handle.truncate(start + cut + 1)
+            break
+        end = start
+    else:
+        handle.truncate(0)
+    handle.seek(0, os.SEEK_END)
 
 
 # results.db: one row per evaluated run, history kept across invocations. `record` holds the
@@ -97,41 +135,76 @@ CREATE TABLE IF NOT EXISTS results (
 );
 CREATE INDEX IF NOT EXISTS results_run ON results (run_id, timestamp);
 CREATE INDEX IF NOT EXISTS results_group ON results (scenario, agent, model, variant);
+CREATE TABLE IF NOT EXISTS llmtt_meta (key TEXT PRIMARY KEY, value TEXT);
 """
 
 
-def _insert(db: Path, record: dict[str, Any]) -> None:
+def _catch_up(path: Path, handle: BinaryIO) -> None:
+    """Insert into results.db the lines of results.jsonl past the offset it has reached.
+
+    results.jsonl is the record; results.db mirrors it, and keeps in `llmtt_meta` how many
+    bytes of it are in. One transaction: a kill leaves results.db as before, to catch up next
+    time. A results.jsonl shorter than that offset (rewritten by hand) rebuilds results.db.
+    """
     import sqlite3
 
-    judge = record.get("judge") or {}
-    row = (
-        record["timestamp"],
-        record["run_id"],
-        record["scenario"],
-        record["agent"],
-        record["model"],
-        record["variant"],
-        record["repeat"],
-        record["outcome"],
-        record["outcome_reason"],
-        record["gates_passed"],
-        record["gates_total"],
-        judge.get("weighted_score"),
-        record.get("cost_usd"),
-        record["tokens"]["input"],
-        record["tokens"]["output"],
-        record.get("duration_secs"),
-        record["versions"].get("agent"),
-        record["versions"].get("target"),
-        json.dumps(record, default=str),
-    )
-    with sqlite3.connect(db, timeout=30) as conn:
+    with sqlite3.connect(path.with_suffix(".db"), timeout=30) as conn:
         conn.executescript(SCHEMA)
+        row = conn.execute("SELECT value FROM llmtt_meta WHERE key = 'jsonl_bytes'").fetchone()
+        size = handle.seek(0, os.SEEK_END)
+        if row is None:  # written before the offset was kept: its rows are the first lines
+            rows = conn.execute("SELECT count(*) FROM results").fetchone()[0]
+            handle.seek(0)
+            offset = sum(len(handle.readline()) for _ in range(rows))
+        else:
+            offset = int(row[0])
+        if offset > size:
+            conn.execute("DELETE FROM results")
+            offset = 0
+        handle.seek(offset)
+        for line in handle.read(size - offset).splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # not a record: reading results.jsonl says where it is
+            if isinstance(record, dict):
+                _insert(conn, record)
         conn.execute(
-            "INSERT INTO results (timestamp, run_id, scenario, agent, model, variant, repeat, "
-            "outcome, outcome_reason, gates_passed, gates_total, judge_score, cost_usd, "
-            "input_tokens, output_tokens, duration_secs, agent_version, target_version, record) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            row,
+            "INSERT OR REPLACE INTO llmtt_meta (key, value) VALUES ('jsonl_bytes', ?)", (size,)
         )
     conn.close()
+    handle.seek(0, os.SEEK_END)
+
+
+def _insert(conn: Any, record: dict[str, Any]) -> None:
+    judge = record.get("judge") or {}
+    tokens = record.get("tokens") or {}
+    versions = record.get("versions") or {}
+    row = (
+        record.get("timestamp", ""),
+        record.get("run_id", ""),
+        record.get("scenario", ""),
+        record.get("agent", ""),
+        record.get("model"),
+        record.get("variant"),
+        record.get("repeat", 0),
+        record.get("outcome", ""),
+        record.get("outcome_reason"),
+        record.get("gates_passed"),
+        record.get("gates_total"),
+        judge.get("weighted_score"),
+        record.get("cost_usd"),
+        tokens.get("input"),
+        tokens.get("output"),
+        record.get("duration_secs"),
+        versions.get("agent"),
+        versions.get("target"),
+        json.dumps(record, default=str),
+    )
+    conn.execute(
+        "INSERT INTO results (timestamp, run_id, scenario, agent, model, variant, repeat, "
+        "outcome, outcome_reason, gates_passed, gates_total, judge_score, cost_usd, "
+        "input_tokens, output_tokens, duration_secs, agent_version, target_version, record) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        row,
+    )

@@ -1,0 +1,79 @@
+"""results.jsonl is the record and results.db its mirror: they agree whatever killed a writer
+between the two, tore a line in half, or deleted or rewrote one of them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from llmtt.redaction import Redactor
+from llmtt.results import append_result, sync_results_db
+
+
+def _record(n: int) -> dict[str, object]:
+    return {"run_id": f"s/oracle/r{n}", "scenario": "s", "agent": "oracle", "outcome": "pass"}
+
+
+def _lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _rows(path: Path) -> list[dict[str, object]]:
+    with sqlite3.connect(path.with_suffix(".db")) as conn:
+        rows = [json.loads(r[0]) for r in conn.execute("SELECT record FROM results ORDER BY id")]
+    conn.close()
+    return rows
+
+
+def test_a_line_torn_by_a_killed_writer_is_dropped_before_the_next_append(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    append_result(path, _record(1), Redactor())
+    with open(path, "ab") as handle:
+        handle.write(json.dumps(_record(2)).encode()[:25])  # killed mid-write: no newline
+    append_result(path, _record(3), Redactor())
+    assert [r["run_id"] for r in _lines(path)] == ["s/oracle/r1", "s/oracle/r3"]
+    assert _rows(path) == _lines(path)
+
+
+def test_a_record_that_reached_results_jsonl_but_not_results_db_is_caught_up(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "results.jsonl"
+    append_result(path, _record(1), Redactor())
+    with open(path, "a") as handle:  # killed after the line, before the database
+        handle.write(json.dumps(_record(2)) + "\n")
+    assert len(_rows(path)) == 1
+    sync_results_db(path)
+    assert _rows(path) == _lines(path) and len(_rows(path)) == 2
+    sync_results_db(path)  # once only
+    append_result(path, _record(3), Redactor())
+    assert _rows(path) == _lines(path) and len(_rows(path)) == 3
+
+
+def test_a_deleted_or_stale_results_db_is_rebuilt_from_results_jsonl(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    for n in range(3):
+        append_result(path, _record(n), Redactor())
+    path.with_suffix(".db").unlink()
+    sync_results_db(path)
+    assert _rows(path) == _lines(path) and len(_rows(path)) == 3
+    # results.jsonl rewritten shorter by hand: the database follows it.
+    path.write_text(json.dumps(_record(9)) + "\n")
+    sync_results_db(path)
+    assert _rows(path) == _lines(path) == [_record(9)]
+
+
+def test_a_results_db_from_before_the_offset_was_kept_gets_only_the_missing_lines(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "results.jsonl"
+    for n in range(2):
+        append_result(path, _record(n), Redactor())
+    with sqlite3.connect(path.with_suffix(".db")) as conn:
+        conn.execute("DROP TABLE llmtt_meta")
+    conn.close()
+    with open(path, "a") as handle:
+        handle.write(json.dumps(_record(2)) + "\n")
+    sync_results_db(path)
+    assert _rows(path) == _lines(path) and len(_rows(path)) == 3

@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from llmtt.errors import LlmttError
+
 if TYPE_CHECKING:
     from llmtt.redaction import Redactor
 
@@ -72,14 +74,35 @@ def write_json(path: Path, value: Any, redact: Redactor | None = None) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """Read a JSON file."""
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    """Read a JSON file; a damaged one is an LlmttError saying what to do."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        try:
+            return json.load(handle)
+        except ValueError as exc:
+            raise _damaged(path, exc, None) from None
 
 
 def read_jsonl(path: Path) -> list[Any]:
-    """Every record of a JSON-lines file (events.jsonl, results.jsonl); a missing file has none."""
+    """Every record of a JSON-lines file (events.jsonl, results.jsonl); a missing file has none.
+    A damaged line is an LlmttError naming it."""
     if not path.exists():
         return []
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    records = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except ValueError as exc:
+                    raise _damaged(path, exc, number) from None
+    return records
+
+
+def _damaged(path: Path, exc: ValueError, line: int | None) -> LlmttError:
+    where = f"{path}:{line}" if line is not None else str(path)
+    fix = (
+        f"remove or mend line {line}"
+        if line is not None
+        else "remove it and run doit again: the layer that writes it runs again"
+    )
+    return LlmttError(f"{where}: damaged, not JSON ({exc}); {fix}")

@@ -13,9 +13,10 @@ this module imports nothing but doit's own.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from doit.dependency import SqliteDB
+from doit.dependency import DatabaseException, SqliteDB
 
 
 class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
@@ -27,12 +28,22 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
     desc = "doit's sqlite3 file, every row read at once (llmtt)"
 
     def __init__(self, name: str, codec: Any, *, module_name: str | None = None) -> None:
-        super().__init__(name, codec, module_name=module_name)
+        import sqlite3
+
+        try:
+            super().__init__(name, codec, module_name=module_name)
+            # Readers (`doit list` beside a running `doit run`) never block the writer, and a
+            # killed writer leaves the file as of its last commit.
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+        except (DatabaseException, sqlite3.DatabaseError) as exc:
+            cause = str(exc).rsplit("Original error: ", 1)[-1]
+            sys.stderr.write(
+                f"llmtt: {name} is damaged ({cause}): it holds which runs are done. Move it "
+                f"aside (mv {name} {name}.damaged) and run again: the runs it knew run again\n"
+            )
+            raise SystemExit(2) from None
         self._loaded = False
-        # Readers (`doit list` beside a running `doit run`) never block the writer, and a
-        # killed writer leaves the file as of its last commit.
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
 
     def _load(self) -> None:
         self._loaded = True

@@ -125,6 +125,7 @@ def read_events(path: Path) -> list[Event]:
                 events.append(_ADAPTER.validate_json(line))
             except ValidationError as exc:
                 raise LlmttError(
-                    f"{path}:{number}: malformed event: {exc.errors()[0]['msg']}"
+                    f"{path}:{number}: malformed event: {exc.errors()[0]['msg']}; remove the "
+                    "file and run doit again: the layer that writes it runs again"
                 ) from None
     return events

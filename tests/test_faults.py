@@ -11,6 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from conftest import Project
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -176,3 +177,48 @@ def test_a_dead_holder_whose_workers_still_end_is_waited_for_not_refused(
     assert result.code == 0, result
     assert time.monotonic() - started >= 1.0  # it waited for the lock
     holder.wait(10)
+
+
+QUICK = """\
+task: {prompt: Go.}
+solution: [echo hi > x]
+evaluation: {gates: [{type: file_exists, path: x}]}
+"""
+
+# A damaged file, what doit run then says (None: it carries on unharmed), and the fix it names.
+DAMAGE = [
+    (".doit.sqlite3", "is damaged (file is not a database)", "mv"),
+    ("a/oracle/r1/run.json", "run.json: damaged, not JSON", "rm"),
+    ("a/oracle/r1/metrics.json", "metrics.json: damaged, not JSON", "rm"),
+    ("a/oracle/r1/events.jsonl", "events.jsonl:1: malformed event", "rm"),
+    (".llmtt-lock", None, None),
+    (".llmtt-cache/budget.json", None, None),
+]
+
+
+@pytest.mark.parametrize(("name", "says", "fix"), DAMAGE, ids=[d[0] for d in DAMAGE])
+def test_a_damaged_file_gets_one_line_saying_what_to_do_and_does_not_wedge_the_project(
+    project: Project, name: str, says: str | None, fix: str | None
+) -> None:
+    project.write("llmtt.toml", '[target]\nbinary = "echo"\n\n[budget]\nmax_usd = 1.0\n')
+    project.write("scenarios/a.yaml", QUICK)
+    assert project.doit("run").code == 0
+    damaged = project.results() / name
+    for extra in ("-wal", "-shm"):
+        Path(f"{damaged}{extra}").unlink(missing_ok=True)
+    damaged.write_text('{"format": 1, "sta\n')
+    if name.endswith("events.jsonl"):  # the layer that reads it runs again
+        assert project.doit("forget", "a/oracle/r1:evaluate").code == 0
+    hit = project.doit("run")
+    assert "Traceback" not in hit.out + hit.err, hit
+    if says is None:
+        assert hit.code == 0, hit
+        return
+    assert hit.code != 0 and says in hit.out + hit.err, hit
+    if fix == "mv":
+        damaged.rename(f"{damaged}.damaged")
+    else:
+        damaged.unlink()
+    healed = project.doit("run")
+    assert healed.code == 0, healed
+    assert project.doit("run").executed() == []

@@ -282,13 +282,192 @@ def kill_rows(f: KillFigures) -> list[tuple[str, str, str, bool]]:
     ]
 
 
+def concurrency(root: Path) -> list[tuple[str, str, str, bool]]:
+    """Second invocations while `doit run` works: each writer refused at once in one line,
+    `doit list` answered; nothing corrupt afterwards."""
+    slow = "task: {prompt: Wait.}\nsolution: ['sleep 3', 'echo ok > x']\n"
+    slow += "evaluation: {gates: [{type: file_exists, path: x}]}\n"
+    _project(root, KILL_TOML, {"slow": slow})
+    first = Doit(root, "run", "-n", "2")
+    deadline = time.monotonic() + 60
+    while not list((root / RESULTS).glob("slow/oracle/r*/workspace")):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    wrong = []
+    for args in (["run"], ["run", "-n", "2"], ["forget"], ["clean"], ["list", "--status"]):
+        started = time.monotonic()
+        code, out = _finish(root, *args)
+        took = time.monotonic() - started
+        reader = args[0] == "list"
+        refused = code == 2 and "is in use by `doit run" in out and out.count("\n") == 1
+        if (code != 0 if reader else not refused) or "Traceback" in out or took > 10:
+            wrong.append(f"doit {' '.join(args)}: exit {code} after {took:.1f} s: {out[-500:]}")
+    code, out = first.wait()
+    if code != 0:
+        wrong.append(f"the first doit run exited {code}: {out[-500:]}")
+    bad = corrupt_artifacts(root) + records_disagree(root)
+    return [
+        ("concurrent invocations mishandled", "0", f"{len(wrong)} of 5", not wrong),
+        ("corrupt after concurrent invocations", "0", str(len(bad)), not bad),
+    ] + [(f"  {w}", "", "", False) for w in wrong + bad]
+
+
+BUDGET_TOML = """\
+[target]
+binary = "echo"
+
+[models.paid]
+litellm = "openai/paid"
+api_base = "{url}/v1"
+api_key_env = "PAID_KEY"
+input_usd_per_mtok = 1.0
+output_usd_per_mtok = 10.0
+
+[matrix]
+agents = ["litellm"]
+models = ["paid"]
+repeats = 4
+
+[budget]
+max_usd = {budget}
+"""
+
+
+def budget(root: Path, limit: float = 0.1) -> list[tuple[str, str, str, bool]]:
+    """Eight paid runs under -n 4 against a local fake paid model, half without cost.max_usd
+    and with a stale, too-low estimate, while other doit commands run: total spend against the
+    budget plus the bound."""
+    from llmtt.scripted import ScriptedServer
+
+    steps = [f"sleep 0.2; echo {i}" for i in range(20)]  # 21 turns, $0.046 a run
+    with ScriptedServer(steps) as provider:
+        scenario = "task: {prompt: Count.}\nrun: {max_turns: 30}\n"
+        _project(
+            root,
+            BUDGET_TOML.format(url=provider.url, budget=limit),
+            {"capped": scenario + "cost: {max_usd: 0.02}\n", "uncapped": scenario},
+        )
+        history = {"scenario": "uncapped", "agent": "litellm", "model": "paid", "cost_usd": 0.001}
+        (root / RESULTS).mkdir(parents=True)
+        (root / RESULTS / "results.jsonl").write_text(json.dumps(history) + "\n")
+        env = {**_env(), "LLMTT_ENABLED": "1", "PAID_KEY": "k"}
+        doit = Doit(root, "run", "-n", "4", env=env)
+        others = []
+        for args in (["list", "--status"], ["forget"], ["run"]):
+            time.sleep(0.5)
+            others.append(_finish(root, *args, env=env)[0])
+        code, out = doit.wait()
+    spent = 0.0
+    dearest = 0.0
+    for events in (root / RESULTS).glob("*/litellm-paid/r*/events.jsonl"):
+        for line in events.read_text().splitlines():
+            event = json.loads(line)
+            if event["event"] == "usage":
+                spent += event["cost_usd"]
+                dearest = max(dearest, event["cost_usd"])
+    bound = limit + max(0.02, 4 * dearest)
+    reports = all((root / RESULTS / n).exists() for n in ("report.md", "report.json", "junit.xml"))
+    return [
+        (
+            "spend vs budget (-n 4, 8 paid runs)",
+            f"<= ${limit} + one run's cost.max_usd or 4 turns (${bound:.4f})",
+            f"${spent:.4f}",
+            spent <= bound,
+        ),
+        (
+            "reports written when the budget ran out",
+            "yes",
+            "yes" if reports else "no",
+            reports and "budget exhausted" in out,
+        ),
+        (
+            "other invocations meanwhile (list ok, forget/run refused)",
+            "0, 2, 2",
+            str(others),
+            others == [0, 2, 2],
+        ),
+    ]
+
+
+SECRETS = {
+    "process env": ("FAULTS_API_KEY", "pe7Qk2Zr9Lx4Wv8Tn3Bc6Hd1"),
+    "[target] env": ("DEPLOY_TOKEN", "tg5Rw8Kq2Nz7Xm4Pv9Lc3Sj6"),
+    "[agents.oracle] env": ("AGENT_SECRET", "ag3Vb7Mn1Qw5Er9Ty2Ui8Op4"),
+    "key shape": (None, "sk-ant-api03-Zq8Rt5Yu2Io9Pa6Sd3Fg7Hj4Kl1"),
+    "truncated": ("SIGNING_PASSWORD", "tr8Hg4Jk6Lz2Xc9Vb5Nm1Qa7Ws3"),
+}
+
+
+def secrets(root: Path) -> list[tuple[str, str, str, bool]]:
+    """Five planted secrets; every artifact but transcript.raw.txt, and the console, searched
+    for each whole and for its first and last 10 characters."""
+    env_of = {label: (name, value) for label, (name, value) in SECRETS.items()}
+    target_token = env_of["[target] env"][1]
+    signing = env_of["truncated"][1]
+    toml = (
+        f'[target]\nbinary = "echo"\nenv.DEPLOY_TOKEN = "{target_token}"\n'
+        f'env.SIGNING_PASSWORD = "{signing}"\n\n'
+        f'[agents.oracle]\nenv.AGENT_SECRET = "{env_of["[agents.oracle] env"][1]}"\n'
+    )
+    key = SECRETS["key shape"][1]
+    scenario = f"""\
+task: {{prompt: Leak.}}
+solution:
+  - echo "using $FAULTS_API_KEY and $DEPLOY_TOKEN"
+  - printenv AGENT_SECRET
+  - echo "key {key}" && false
+evaluation:
+  gates:
+    - type: command_output_contains
+      command: 'echo "${{SIGNING_PASSWORD:0:14}}"'
+      substring: never printed
+    - {{type: command_output_contains, command: 'echo "$DEPLOY_TOKEN {key}"', substring: nowhere}}
+"""
+    _project(root, toml, {"leak": scenario})
+    planted = {**_env(), "FAULTS_API_KEY": SECRETS["process env"][1]}
+    code, console = _finish(root, "run", env=planted)
+    masked = 0
+    found: Counter[str] = Counter()
+    needles = [v for _, v in SECRETS.values()]
+    needles += [v[:10] for v in needles] + [v[-10:] for v in needles]
+    for path in sorted((root / RESULTS).rglob("*")):
+        rel = path.relative_to(root / RESULTS)
+        if not path.is_file() or path.name == "transcript.raw.txt":
+            continue
+        if (
+            rel.parts[0] == ".llmtt-cache"
+            or path.name.startswith(".doit")
+            or {
+                "workspace",
+                "home",
+            }
+            & set(rel.parts)
+        ):
+            continue
+        data = path.read_bytes()
+        masked += data.count(b"[REDACTED]")
+        hits = sum(data.count(n.encode()) for n in needles)
+        if hits:
+            found[str(rel)] += hits
+    found["console"] += sum(console.count(n) for n in needles)
+    found = +found
+    shown = ", ".join(f"{k}: {v}" for k, v in sorted(found.items())) or "0 in every artifact"
+    shown += f" ({masked} masks seen)"
+    # The secrets must have reached the artifacts (masked) for the zero to mean anything.
+    ok = not found and code == 0 and masked >= 5
+    return [("secrets found per artifact (5 planted)", "0", shown, ok)]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the parts asked for; print the table; exit 1 when a target is missed."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=20)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out" / "faults")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
-    parser.add_argument("--only", default="kill", help="comma list of parts")
+    parser.add_argument(
+        "--only", default="kill,concurrency,budget,secrets", help="comma list of parts"
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     parts = set(args.only.split(","))
@@ -298,6 +477,12 @@ def main(argv: list[str] | None = None) -> int:
         figures = kill_loop(args.out.resolve() / "kill", args.cycles)
         rows += kill_rows(figures)
         details["kill"] = figures.__dict__
+    if "concurrency" in parts:
+        rows += concurrency(args.out.resolve() / "concurrency")
+    if "budget" in parts:
+        rows += budget(args.out.resolve() / "budget")
+    if "secrets" in parts:
+        rows += secrets(args.out.resolve() / "secrets")
     print(_table(rows))
     for name, value in details.items():
         for key, items in value.items():

@@ -45,6 +45,15 @@ def test_killed_doit_runs_redo_no_finished_run_corrupt_nothing_and_leave_no_proc
     assert figures.finished_before_kills > 0  # some kills did land after finished runs
 
 
+def test_the_fault_script_meets_every_target_for_concurrency_budget_and_secrets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = faults.main(["--only", "concurrency,budget,secrets", "--out", str(tmp_path)])
+    table = capsys.readouterr().out
+    assert code == 0, table
+    assert sum(line.endswith("| yes |") for line in table.splitlines()) == 6, table
+
+
 def test_a_second_writer_is_refused_at_once_naming_the_first(project: Project) -> None:
     project.write("llmtt.toml", '[target]\nbinary = "echo"\n')
     project.write("scenarios/slow.yaml", SLOW)

@@ -4,8 +4,8 @@ A CI cancel, `kill`, a container stop or a closed laptop sends SIGTERM, which Py
 obey by dying at once: the agent under way would keep running (and spending) with nobody to
 stop it. Raised as `Terminated`, a KeyboardInterrupt, it takes ^C's path instead: the agent's
 processes are ended, what finished is kept, and doit stops its workers. The workers doit forks
-for `-n N` inherit the handler, and ask the kernel for SIGTERM when their parent dies, so a
-SIGKILL of doit ends them the same way.
+for `-n N` inherit the handler (where it exits the worker instead), and ask the kernel for
+SIGTERM when their parent dies, so a SIGKILL of doit ends them the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +26,11 @@ class Terminated(KeyboardInterrupt):
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    if _PARENT is not None and os.getpid() != _PARENT.pid:
+        # A worker: stopped by doit (after ^C or SIGTERM) or orphaned. SystemExit unwinds
+        # through the agent's clean-up like any exception, and multiprocessing ends the
+        # worker on it quietly, even when it arrives while the worker reports to doit.
+        raise SystemExit(128 + signal.SIGTERM)
     raise Terminated("terminated (SIGTERM)")
 
 

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from llmtt.errors import LlmttError
+from llmtt.invocation.watchdog import start_ticks
 
 LOCK_NAME = ".llmtt-lock"
 # How long a newcomer waits for the workers of a dead holder to finish their clean-up.
@@ -53,7 +54,7 @@ def hold(results: Path, command: str) -> int:
             time.sleep(0.1)
     me = {
         "pid": os.getpid(),
-        "start": _start_time(os.getpid()),
+        "start": start_ticks(os.getpid()),
         "command": f"doit {command}",
         "argv": sys.argv[1:],
         "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -76,16 +77,7 @@ def _alive(holder: dict[str, object]) -> bool:
     pid, start = holder.get("pid"), holder.get("start")
     if not isinstance(pid, int):
         return True  # written by something we do not know: do not steal it
-    return _start_time(pid) == start and start is not None
-
-
-def _start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks after boot (None when it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return int(handle.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
+    return start_ticks(pid) == start and start is not None
 
 
 def _busy(results: Path, holder: dict[str, object], *, orphans: bool = False) -> str:

@@ -47,7 +47,14 @@ def start() -> None:
     env = {k: v for k, v in os.environ.items() if k != MARK}
     try:
         subprocess.Popen(
-            [sys.executable, "-m", "llmtt.invocation.watchdog", str(me), str(_ticks(me)), token],
+            [
+                sys.executable,
+                "-m",
+                "llmtt.invocation.watchdog",
+                str(me),
+                str(start_ticks(me)),
+                token,
+            ],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -58,7 +65,9 @@ def start() -> None:
         pass
 
 
-def _ticks(pid: int) -> int | None:
+def start_ticks(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks after boot (None when it is gone): with its
+    pid, what names one process even after the pid is reused."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             return int(handle.read().rsplit(b")", 1)[1].split()[19])
@@ -71,10 +80,10 @@ def _wait_for_end(pid: int, ticks: int | None) -> None:
         fd = os.pidfd_open(pid)
     except (AttributeError, OSError):
         fd = None
-    if fd is not None and _ticks(pid) == ticks:
+    if fd is not None and start_ticks(pid) == ticks:
         select.select([fd], [], [])
         return
-    while _ticks(pid) == ticks and ticks is not None:
+    while start_ticks(pid) == ticks and ticks is not None:
         time.sleep(0.2)
 
 

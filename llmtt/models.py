@@ -6,6 +6,8 @@ loads the task list.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -82,6 +84,30 @@ def import_litellm() -> Any:
 
     litellm.suppress_debug_info = True
     return litellm
+
+
+def missing_key(model: ResolvedModel) -> str | None:
+    """What to set before a paid model can be called, when its API key is nowhere; else None.
+
+    litellm knows the variable each provider reads. Only key-like names count (a provider's
+    `..._API_BASE` often has a default), and a model with its own `api_base` may need no key.
+    """
+    if model.free or model.api_key or model.api_base:
+        return None
+    litellm = import_litellm()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints a provider list for some
+            found = litellm.validate_environment(model.litellm)
+    except Exception:  # noqa: BLE001 - a name litellm cannot place: let the call say what is wrong
+        return None
+    keys = [k for k in found.get("missing_keys") or [] if k.endswith(("_KEY", "_TOKEN"))]
+    if not keys:
+        return None
+    table = model.name if model.name.replace("-", "_").isidentifier() else f'"{model.name}"'
+    return (
+        f"no API key: set {' or '.join(keys)} "
+        f"(or name another variable with [models.{table}] api_key_env)"
+    )
 
 
 class ProviderStop(Exception):

@@ -12,7 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from llmtt.models import ProviderStop, ResolvedModel, complete
+from llmtt.errors import LlmttError
+from llmtt.models import ProviderStop, ResolvedModel, complete, missing_key
 from llmtt.redaction import Redactor
 from llmtt.rubric import Rubric
 
@@ -117,7 +118,11 @@ def judge(
     backoff_secs: float = 2.0,
     timeout_secs: float = 120.0,
 ) -> dict[str, Any]:
-    """Ask, validate, repair once; the record of judge.json (never raises for a bad answer)."""
+    """Ask, validate, repair once; the record of judge.json (never raises for a bad answer;
+    a judge that cannot be asked at all, for want of a key, is the user's to fix)."""
+    missing = missing_key(model)
+    if missing:
+        raise LlmttError(f"the judge ({model.name}) cannot run: {missing}")
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": prompt},

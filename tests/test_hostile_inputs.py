@@ -9,7 +9,8 @@ doit variables that select nothing or are misspelt.
 `CASES` run in-process through `llmtt validate` (what `doit` loads too); `DOIT_CASES` and
 `DOIT_FILE_CASES` through a real `doit` subprocess. Each case asserts the file, line and field
 (where there is one) and the words of the message, that nothing prints a traceback, and the
-exit code. The last tests inject faults while `doit run` works.
+exit code. The tests after them inject faults while `doit run` works, and hand `llmtt check`
+and `llmtt bless` results that cover less than the baseline, or nothing.
 """
 
 from __future__ import annotations
@@ -513,3 +514,59 @@ def test_a_judge_without_a_key_is_a_one_line_task_error(tmp_path: Path) -> None:
         in ran.out
     ), ran.text
     assert not (root / "llm-tool-test-results/s/oracle/r1/judge.json").exists()
+
+
+def _two_runs(root: Path) -> None:
+    (root / "scenarios").mkdir(parents=True)
+    (root / "dodo.py").write_text("from llmtt.tasks import *  # noqa: F403\n")
+    (root / T).write_text("")
+    (root / "scenarios/alpha.yaml").write_text(ALPHA)
+    (root / "scenarios/beta.yaml").write_text(BETA)
+
+
+def test_check_fails_when_baseline_groups_have_no_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "proj"
+    _two_runs(root)
+    assert doit(root, "run").code == 0
+    assert llmtt_main(["bless", str(root)]) == 0
+    assert llmtt_main(["check", str(root)]) == 0
+    assert doit(root, "run", "scenario=alpha").code == 0  # CI ran a part: report.json has alpha
+    capsys.readouterr()
+    assert llmtt_main(["check", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert "Every run passed and nothing regressed." in out  # what is there is fine...
+    assert (
+        "Compared 1 of the 2 groups of llmtt-baseline.json (results of: scenario=alpha); "
+        "no finished run of: beta/oracle/-/-." in out
+    )
+    assert "pass --subset" in out
+    assert llmtt_main(["check", "--subset", str(root)]) == 0
+    assert "Only the compared groups are checked (--subset)." in capsys.readouterr().out
+
+
+def test_bless_refuses_a_report_without_finished_runs_and_check_fails_on_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "proj"
+    _two_runs(root)
+    assert doit(root, "run").code == 0
+    assert llmtt_main(["bless", str(root)]) == 0
+    baseline = (root / "llmtt-baseline.json").read_bytes()
+    for name in ("alpha", "beta"):  # every run now fails to start: no finished run
+        path = root / f"scenarios/{name}.yaml"
+        path.write_text(path.read_text() + "setup: {commands: ['exit 3']}\n")
+    assert doit(root, "run").code != 0
+    capsys.readouterr()
+    assert llmtt_main(["bless", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "report.json holds no finished run (pass or fail): nothing to bless" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert (root / "llmtt-baseline.json").read_bytes() == baseline
+    for name in ("alpha", "beta"):
+        (root / f"scenarios/{name}.yaml").unlink()
+    assert doit(root, "run").code == 0  # no scenario and no selection: an empty report
+    capsys.readouterr()
+    assert llmtt_main(["check", str(root)]) == 1
+    assert "No run in these results: nothing was checked." in capsys.readouterr().out

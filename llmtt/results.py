@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import fcntl
 import json
 import os
@@ -148,7 +149,18 @@ def _catch_up(path: Path, handle: BinaryIO) -> None:
     """
     import sqlite3
 
-    with sqlite3.connect(path.with_suffix(".db"), timeout=30) as conn:
+    db = path.with_suffix(".db")
+    try:
+        _insert_new_lines(db, handle)
+    except sqlite3.Error as exc:  # e.g. its folder made read-only: say which file
+        raise OSError(errno.EIO, str(exc), str(db)) from None
+    handle.seek(0, os.SEEK_END)
+
+
+def _insert_new_lines(db: Path, handle: BinaryIO) -> None:
+    import sqlite3
+
+    with sqlite3.connect(db, timeout=30) as conn:
         conn.executescript(SCHEMA)
         row = conn.execute("SELECT value FROM llmtt_meta WHERE key = 'jsonl_bytes'").fetchone()
         size = handle.seek(0, os.SEEK_END)
@@ -173,7 +185,6 @@ def _catch_up(path: Path, handle: BinaryIO) -> None:
             "INSERT OR REPLACE INTO llmtt_meta (key, value) VALUES ('jsonl_bytes', ?)", (size,)
         )
     conn.close()
-    handle.seek(0, os.SEEK_END)
 
 
 def _insert(conn: Any, record: dict[str, Any]) -> None:

@@ -460,39 +460,49 @@ def _chattr_works(folder: Path) -> bool:
     return done.returncode == 0
 
 
-@pytest.mark.parametrize("fault", ["immutable", "replaced-by-a-file"])
-def test_a_run_folder_made_unwritable_mid_run_fails_that_run_only(
+@pytest.mark.parametrize(
+    "fault", ["run-folder-immutable", "results-immutable", "run-folder-a-file"]
+)
+def test_a_folder_made_unwritable_mid_run_fails_only_what_writes_there(
     tmp_path: Path, fault: str
 ) -> None:
-    """As root no chmod stops a write: the fault is a run folder made immutable (`chattr +i`,
-    where the file system has it) or replaced by a file, by the run before it."""
-    if fault == "immutable" and (shutil.which("chattr") is None or not _chattr_works(tmp_path)):
+    """As root no chmod stops a write: the run before `b` makes b's folder or the whole results
+    folder immutable (`chattr +i`, where the file system has it) or puts a file in b's place.
+    Each task that cannot write fails in one line; the reports stay as they were; once the
+    fault is gone, the next `doit run` finishes the rest."""
+    immutable = fault.endswith("immutable")
+    if immutable and (shutil.which("chattr") is None or not _chattr_works(tmp_path)):
         pytest.skip("no chattr +i on this file system")
     root = tmp_path / "proj"
     _runtime_project(root, "true")
     assert doit(root, "run").code == 0
     results = root / "llm-tool-test-results"
     reports = {n: (results / n).read_bytes() for n in ("report.md", "report.json", "junit.xml")}
-    victim = results / "b"
-    if fault == "immutable":
-        breaker = f"rm -rf {victim} && mkdir {victim} && chattr +i {victim}"
-    else:
-        breaker = f"rm -rf {victim} && echo not a folder > {victim}"
-    (root / "scenarios/a.yaml").write_text(
-        (root / "scenarios/a.yaml").read_text().replace("'true'", repr(breaker))
-    )
-    (root / "scenarios/b.yaml").write_text(
-        (root / "scenarios/b.yaml").read_text().replace("{prompt: b}", "{prompt: b again}")
-    )
+    victim = results if fault == "results-immutable" else results / "b"
+    breaker = {
+        "run-folder-immutable": f"rm -rf {victim} && mkdir {victim} && chattr +i {victim}",
+        "results-immutable": f"chattr +i {victim}",
+        "run-folder-a-file": f"rm -rf {victim} && echo not a folder > {victim}",
+    }[fault]
+    a, b = root / "scenarios/a.yaml", root / "scenarios/b.yaml"
+    a.write_text(a.read_text().replace("'true'", repr(breaker)))
+    b.write_text(b.read_text().replace("{prompt: b}", "{prompt: b again}"))
     try:
         ran = doit(root, "run")
     finally:
-        subprocess.run(["chattr", "-i", str(victim)], capture_output=True, timeout=10)
+        if immutable:
+            subprocess.run(["chattr", "-i", str(victim)], capture_output=True, timeout=10)
     assert "Traceback" not in ran.text
     assert ran.code != 0, ran.text
-    assert "llmtt: b/oracle-docs/r1: " in ran.text and str(victim) in ran.text, ran.text
+    lines = [m for m in ran.text.splitlines() if m.startswith("llmtt: b/oracle-docs/r1: ")]
+    assert any(str(victim) in m for m in lines), ran.text  # one line, naming the file
     assert (results / "a/oracle-docs/r1/result.json").exists()
     assert {n: (results / n).read_bytes() for n in reports} == reports  # intact, not half-written
+    if victim.is_file():
+        victim.unlink()
+    again = doit(root, "run")
+    assert again.code == 0, again.text
+    assert [r["outcome"] for r in _report(results)["runs"]] == ["pass", "pass"]  # type: ignore[index]
 
 
 def test_a_judge_without_a_key_is_a_one_line_task_error(tmp_path: Path) -> None:

@@ -526,21 +526,23 @@ def test_a_judge_without_a_key_is_a_one_line_task_error(tmp_path: Path) -> None:
     assert not (root / "llm-tool-test-results/s/oracle/r1/judge.json").exists()
 
 
-def _two_runs(root: Path) -> None:
+def _blessed_two_runs(tmp_path: Path) -> Path:
+    """A project of two runs, run and blessed."""
+    root = tmp_path / "proj"
     (root / "scenarios").mkdir(parents=True)
     (root / "dodo.py").write_text("from llmtt.tasks import *  # noqa: F403\n")
     (root / T).write_text("")
     (root / "scenarios/alpha.yaml").write_text(ALPHA)
     (root / "scenarios/beta.yaml").write_text(BETA)
+    assert doit(root, "run").code == 0
+    assert llmtt_main(["bless", str(root)]) == 0
+    return root
 
 
 def test_check_fails_when_baseline_groups_have_no_results(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = tmp_path / "proj"
-    _two_runs(root)
-    assert doit(root, "run").code == 0
-    assert llmtt_main(["bless", str(root)]) == 0
+    root = _blessed_two_runs(tmp_path)
     assert llmtt_main(["check", str(root)]) == 0
     assert doit(root, "run", "scenario=alpha").code == 0  # CI ran a part: report.json has alpha
     capsys.readouterr()
@@ -559,10 +561,7 @@ def test_check_fails_when_baseline_groups_have_no_results(
 def test_bless_refuses_a_report_without_finished_runs_and_check_fails_on_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = tmp_path / "proj"
-    _two_runs(root)
-    assert doit(root, "run").code == 0
-    assert llmtt_main(["bless", str(root)]) == 0
+    root = _blessed_two_runs(tmp_path)
     baseline = (root / "llmtt-baseline.json").read_bytes()
     for name in ("alpha", "beta"):  # every run now fails to start: no finished run
         path = root / f"scenarios/{name}.yaml"

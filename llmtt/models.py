@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -114,16 +115,35 @@ class ProviderStop(Exception):
     """A provider error that retrying cannot fix (quota, billing, authentication)."""
 
 
+class ProviderGaveUp(ProviderStop):
+    """Transient provider errors (5xx, timeouts) on every attempt made; `out_of_time`: the
+    attempts ended because the deadline came, not because the retries were used up."""
+
+    def __init__(self, message: str, *, out_of_time: bool = False) -> None:
+        super().__init__(message)
+        self.out_of_time = out_of_time
+
+
+# How long after its own timeout an attempt under a deadline may take to report it.
+DEADLINE_GRACE_SECS = 0.5
+
+
 def complete(
     model: ResolvedModel,
     *,
     max_retries: int,
     backoff_secs: float,
     timeout_secs: float,
+    deadline: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
     **kwargs: Any,
 ) -> Any:
-    """One chat completion, retried with exponential backoff on transient provider errors."""
+    """One chat completion, retried with exponential backoff on transient provider errors.
+
+    With a `deadline` (a time.monotonic() value), nothing waits past it: each attempt's
+    timeout ends there at the latest, even for an endpoint that answers a byte at a time, and
+    a retry whose backoff would end after it is not made (ProviderGaveUp, `out_of_time`).
+    """
     litellm = import_litellm()
     fatal = (
         litellm.AuthenticationError,
@@ -132,29 +152,79 @@ def complete(
         litellm.BadRequestError,
         litellm.BudgetExceededError,
     )
+
+    def call(timeout: float) -> Any:
+        return litellm.completion(
+            model=model.litellm,
+            api_base=model.api_base,
+            api_key=model.api_key,
+            timeout=timeout,
+            num_retries=0,
+            **kwargs,
+        )
+
     attempt = 0
     while True:
         try:
-            return litellm.completion(
-                model=model.litellm,
-                api_base=model.api_base,
-                api_key=model.api_key,
-                timeout=timeout_secs,
-                num_retries=0,
-                **kwargs,
-            )
+            if deadline is None:
+                return call(timeout_secs)
+            return _before(deadline, timeout_secs, call)
         except fatal as exc:
             raise ProviderStop(f"{type(exc).__name__}: {_short(exc)}") from None
+        except _OutOfTime:
+            raise ProviderGaveUp(
+                f"no answer in the time left (attempt {attempt + 1})", out_of_time=True
+            ) from None
         except Exception as exc:  # noqa: BLE001 - litellm maps provider errors to many types
             text = str(exc).lower()
             if any(marker in text for marker in _FATAL_MARKERS):
                 raise ProviderStop(f"{type(exc).__name__}: {_short(exc)}") from None
-            if attempt >= max_retries:
-                raise ProviderStop(
-                    f"gave up after {attempt + 1} attempts: {type(exc).__name__}: {_short(exc)}"
+            error = f"{type(exc).__name__}: {_short(exc)}"
+            delay = backoff_secs * (2**attempt)
+            now = time.monotonic()
+            if attempt >= max_retries and (deadline is None or now < deadline):
+                raise ProviderGaveUp(f"gave up after {attempt + 1} attempts: {error}") from None
+            if deadline is not None and now + delay >= deadline:
+                raise ProviderGaveUp(
+                    f"no time left to retry after {attempt + 1} attempts: {error}",
+                    out_of_time=True,
                 ) from None
-            sleep(backoff_secs * (2**attempt))
+            sleep(delay)
             attempt += 1
+
+
+class _OutOfTime(Exception):
+    """An attempt still had no answer at the deadline."""
+
+
+def _before(deadline: float, timeout_secs: float, call: Callable[[float], Any]) -> Any:
+    """`call(timeout)` with its timeout ending by `deadline`, abandoned if still running then.
+
+    The HTTP client's timeout bounds each wait for a byte, not the whole answer: the call runs
+    in a thread of its own, left behind (a daemon) if the endpoint keeps it busy past the
+    deadline.
+    """
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _OutOfTime
+    box: dict[str, Any] = {}
+
+    def attempt() -> None:
+        try:
+            box["answer"] = call(min(timeout_secs, left))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=attempt, name="llmtt-model-request", daemon=True)
+    thread.start()
+    thread.join(min(timeout_secs, left) + DEADLINE_GRACE_SECS)
+    if thread.is_alive():
+        if time.monotonic() >= deadline:
+            raise _OutOfTime
+        raise TimeoutError(f"no complete answer within {timeout_secs:g}s")  # retried
+    if "error" in box:
+        raise box["error"]
+    return box["answer"]
 
 
 def _short(exc: BaseException) -> str:

@@ -1,7 +1,9 @@
-"""Running a shell command (setup, gates, version probes) with a timeout that kills its group.
+"""Running a shell command (setup, gates, version probes, the litellm agent's commands) with
+a timeout that kills its group.
 
 Output goes to temporary files, not pipes: a background process the command leaves behind
 cannot keep us waiting for an end-of-file, and it is killed with the group when we are done.
+The command has no terminal: stdin is /dev/null and it runs in a session of its own.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from llmtt.invocation.watchdog import marked
 
@@ -30,6 +33,7 @@ class ShellResult:
     stderr: str
     timed_out: bool
     duration_secs: float
+    signal: int | None = None  # the signal that ended the command (then exit_code is None)
 
     @property
     def ok(self) -> bool:
@@ -40,15 +44,36 @@ class ShellResult:
         """A one-line account: `exit 3`, `timed out after 5s`, `killed by signal 9`."""
         if self.timed_out:
             return f"timed out after {self.duration_secs:.0f}s"
+        if self.signal is not None:
+            return f"killed by signal {self.signal}"
         if self.exit_code is None:
             return "killed by a signal"
         return f"exit {self.exit_code}"
 
+    @property
+    def shell_exit_code(self) -> int | None:
+        """The exit code as a shell reports it: `128+N` for a death by signal N; None when
+        the command was stopped at its timeout."""
+        if self.signal is not None:
+            return 128 + self.signal
+        return self.exit_code
+
 
 def run_shell(
-    command: str, *, cwd: Path, env: Mapping[str, str], timeout_secs: float
+    command: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_secs: float,
+    combined: bool = False,
+    keep_tail: bool = False,
 ) -> ShellResult:
-    """Run `command` with bash in `cwd`; never waits longer than `timeout_secs` (+ ~1 s)."""
+    """Run `command` with bash in `cwd`; never waits longer than `timeout_secs` (+ ~1 s).
+
+    `combined`: stderr goes into `stdout`, interleaved in the order written (as a terminal
+    shows them). Output past MAX_CAPTURE bytes is cut: its head is kept, and with `keep_tail`
+    its last bytes too (where a failing command says why).
+    """
     started = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
@@ -57,7 +82,7 @@ def run_shell(
             env=marked(env),  # the watchdog's mark: ended even if this process is killed
             stdin=subprocess.DEVNULL,
             stdout=out,
-            stderr=err,
+            stderr=subprocess.STDOUT if combined else err,
             start_new_session=True,
         )
         timed_out = False
@@ -70,12 +95,14 @@ def run_shell(
             kill_group(proc.pid, grace_secs=0.0)
             raise
         kill_group(proc.pid)
+        signal_number = None
         if timed_out:
             proc.wait(timeout=5)
         elif code is not None and code < 0:
-            code = None
+            signal_number, code = -code, None
         duration = time.monotonic() - started
-        return ShellResult(command, code, _read(out), _read(err), timed_out, duration)
+        stdout, stderr = _read(out, keep_tail), _read(err, keep_tail)
+        return ShellResult(command, code, stdout, stderr, timed_out, duration, signal_number)
 
 
 def kill_group(pgid: int, grace_secs: float = 0.5) -> None:
@@ -97,11 +124,22 @@ def kill_group(pgid: int, grace_secs: float = 0.5) -> None:
         pass
 
 
-def _read(handle: object) -> str:
-    assert hasattr(handle, "seek") and hasattr(handle, "read")
+def _read(handle: BinaryIO, keep_tail: bool) -> str:
+    """The captured output decoded (bytes that are not UTF-8 replaced), cut past MAX_CAPTURE."""
+    size = handle.seek(0, os.SEEK_END)
     handle.seek(0)
-    data: bytes = handle.read(MAX_CAPTURE + 1)
-    text = data[:MAX_CAPTURE].decode("utf-8", errors="replace")
-    if len(data) > MAX_CAPTURE:
-        text += f"\n[... output truncated at {MAX_CAPTURE} bytes ...]\n"
-    return text
+    # Read no more than was measured: a process that escaped the group may still be writing.
+    if size <= MAX_CAPTURE:
+        return _decode(handle.read(size))
+    if not keep_tail:
+        head = _decode(handle.read(MAX_CAPTURE))
+        return head + f"\n[... output truncated at {MAX_CAPTURE} bytes ...]\n"
+    half = MAX_CAPTURE // 2
+    head = _decode(handle.read(half))
+    handle.seek(size - half)
+    tail = _decode(handle.read(half))
+    return f"{head}\n[... {size - 2 * half} bytes of output cut ...]\n{tail}"
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")

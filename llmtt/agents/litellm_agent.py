@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from importlib.metadata import version as package_version
 from typing import Any
 
 from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
-from llmtt.agents.runner import run_in_pty
-from llmtt.models import ProviderStop, complete, resolve_model
+from llmtt.agents.cli import strip_ansi
+from llmtt.models import ProviderGaveUp, ProviderStop, complete, resolve_model
+from llmtt.shell import run_shell
 
 LOOP_VERSION = "llmtt-loop-1"
 BASH_TOOL = {
@@ -25,6 +27,25 @@ BASH_TOOL = {
             "required": ["command"],
         },
     },
+}
+# The commands run with no terminal (run_shell: stdin is /dev/null, output goes to a file, a
+# session of their own), so nothing can wait for a key or a password, and most tools print
+# neither colours nor progress bars. These settings cover the tools that would still try: a
+# pager becomes `cat` (git, man, systemctl), git asks for no credentials, an editor exits at
+# once leaving its file unchanged (`git commit` without -m aborts instead of waiting), and
+# TERM=dumb with NO_COLOR=1 asks for plain output. Colour codes that get through anyway are
+# removed from what the model sees. [agents.litellm] env can still set any of these.
+COMMAND_ENV = {
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "MANPAGER": "cat",
+    "SYSTEMD_PAGER": "cat",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_EDITOR": "true",
+    "EDITOR": "true",
+    "VISUAL": "true",
+    "TERM": "dumb",
+    "NO_COLOR": "1",
 }
 SYSTEM = """You are working in a terminal, in the folder that holds the task's files.
 Use the `bash` tool to run commands; each call returns the command's output and exit code.
@@ -49,8 +70,37 @@ def truncate(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... {cut} characters cut by llmtt ...]\n{text[-tail:]}"
 
 
+@dataclass
+class _Loop:
+    """The state of one run of the loop."""
+
+    started: float
+    deadline: float
+    turns: int = 0
+    spent: float = 0.0
+    cost_known: bool = True
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """How the loop ended. `reason`: why a run that is a result stopped before the model was
+    done; `error`: why the run could not be carried out (it stays pending, to be redone)."""
+
+    natural: bool = False
+    timed_out: bool = False
+    reason: str | None = None
+    error: str | None = None
+    exit_code: int | None = 0  # the loop's own: 1 when the provider failed, None at a timeout
+
+
 class LitellmAgent(Agent):
-    """The loop: ask the model, run the bash calls it makes, until it answers or turns run out."""
+    """The loop: ask the model, run the bash calls it makes, until it answers or turns run out.
+
+    The run's time limit bounds everything, model requests and their retries included. A
+    provider that still fails after the retries ends the run as a result with the error as
+    its reason; a provider that refuses the account (quota, key, billing) means the run could
+    not be carried out.
+    """
 
     name = "litellm"
 
@@ -59,24 +109,42 @@ class LitellmAgent(Agent):
         return f"{LOOP_VERSION}/litellm-{package_version('litellm')}"
 
     def run(self, ctx: RunContext) -> AgentExit:
-        """Run the loop; a provider error that retrying cannot fix: the run is not carried out."""
+        """Run the loop, then close the event log with how it ended."""
         assert ctx.model is not None
         started = time.monotonic()
+        loop = _Loop(started, started + ctx.timeout_secs)
+        stop = self._loop(ctx, loop)
+        if stop.reason is not None or stop.error is not None:
+            ctx.events.emit("output", text=stop.error or stop.reason)
+        duration = time.monotonic() - loop.started
+        ctx.events.emit(
+            "complete",
+            exit_code=stop.exit_code,
+            duration_secs=round(duration, 3),
+            timed_out=stop.timed_out,
+            natural_stop=stop.natural,
+            turns=loop.turns,
+            **({"reason": stop.reason} if stop.reason else {}),
+        )
+        return AgentExit(
+            exit_code=stop.exit_code,
+            timed_out=stop.timed_out,
+            duration_secs=duration,
+            natural_stop=stop.natural,
+            error=stop.error,
+        )
+
+    def _loop(self, ctx: RunContext, loop: _Loop) -> _Stop:
+        assert ctx.model is not None
         model = resolve_model(ctx.model, ctx.models, ctx.model_url)
         ctx.events.emit("spawn", command="litellm", args=[model.litellm])
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": system_prompt(dict(ctx.guidance))},
             {"role": "user", "content": ctx.prompt},
         ]
-        spent = 0.0
-        cost_known = True
-        turns = 0
-        natural = False
-        error: str | None = None
-        while turns < ctx.max_turns:
-            remaining = ctx.timeout_secs - (time.monotonic() - started)
-            if remaining <= 0:
-                return self._finish(ctx, started, turns, timed_out=True, natural=False)
+        while loop.turns < ctx.max_turns:
+            if time.monotonic() >= loop.deadline:
+                return _timed_out(ctx)
             try:
                 response = complete(
                     model,
@@ -84,22 +152,26 @@ class LitellmAgent(Agent):
                     tools=[BASH_TOOL],
                     max_retries=self.settings.max_retries,
                     backoff_secs=self.settings.retry_backoff_secs,
-                    timeout_secs=max(1.0, remaining),
+                    timeout_secs=loop.deadline - time.monotonic(),
+                    deadline=loop.deadline,
                 )
+            except ProviderGaveUp as exc:
+                if exc.out_of_time:
+                    return _timed_out(ctx, f" waiting for the model: {exc}")
+                return _Stop(reason=f"provider error: {exc}", exit_code=1)
             except ProviderStop as exc:
-                error = f"provider error: {exc}"
-                ctx.events.emit("output", text=error)
-                break
-            turns += 1
-            tokens_in, tokens_out = _usage(response)
-            cost = model.cost(tokens_in, tokens_out)
-            cost_known = cost_known and cost is not None
-            spent += cost or 0.0
+                return _Stop(error=f"provider error: {exc}", exit_code=1)
+            loop.turns += 1
+            tokens = _usage(response)
+            cost = model.cost(tokens.prompt, tokens.output)  # cached input at the full price
+            loop.cost_known = loop.cost_known and cost is not None
+            loop.spent += cost or 0.0
             ctx.events.emit(
                 "usage",
-                input_tokens=tokens_in,
-                output_tokens=tokens_out,
-                cache_read_tokens=0,
+                input_tokens=tokens.uncached,
+                output_tokens=tokens.output,
+                cache_read_tokens=tokens.cache_read,
+                cache_write_tokens=tokens.cache_write,
                 cost_usd=cost,
             )
             message = response.choices[0].message
@@ -108,22 +180,22 @@ class LitellmAgent(Agent):
                 ctx.events.emit("message", role="assistant", text=str(message.content))
             messages.append(_assistant(message, calls))
             if not calls:
-                natural = True
-                break
+                return _Stop(natural=True)
             for call in calls:
-                messages.append(self._call(ctx, call, started))
-            if ctx.max_usd is not None and cost_known and spent > ctx.max_usd:
-                ctx.events.emit(
-                    "output", text=f"cost limit reached: spent ${spent:.4f} of ${ctx.max_usd:g}"
-                )
-                break
-            error = ctx.over_budget(spent if cost_known else None)
-            if error is not None:
-                ctx.events.emit("output", text=error)
-                break
-        return self._finish(ctx, started, turns, timed_out=False, natural=natural, error=error)
+                messages.append(self._call(ctx, call, loop.deadline))
+            stop = self._limits(ctx, loop)
+            if stop is not None:
+                return stop
+        return _Stop(reason=f"turn limit reached ({ctx.max_turns} turns)")
 
-    def _call(self, ctx: RunContext, call: Any, started: float) -> dict[str, Any]:
+    def _limits(self, ctx: RunContext, loop: _Loop) -> _Stop | None:
+        """Why the run must stop after a turn for its cost limit or the session budget."""
+        if ctx.max_usd is not None and loop.cost_known and loop.spent > ctx.max_usd:
+            return _Stop(reason=f"cost limit reached: spent ${loop.spent:.4f} of ${ctx.max_usd:g}")
+        error = ctx.over_budget(loop.spent if loop.cost_known else None)
+        return _Stop(error=error) if error is not None else None
+
+    def _call(self, ctx: RunContext, call: Any, deadline: float) -> dict[str, Any]:
         """Run one bash call; return the tool message for the model."""
         try:
             command = str(json.loads(call.function.arguments or "{}").get("command", ""))
@@ -135,54 +207,75 @@ class LitellmAgent(Agent):
             ctx.events.emit("tool_result", id=call.id, output=text, exit_code=None)
             return {"role": "tool", "tool_call_id": call.id, "content": text}
         ctx.transcript.write(f"$ {command}\n".encode())
-        left = ctx.timeout_secs - (time.monotonic() - started)
-        result = run_in_pty(
-            ["bash", "-c", command],
+        left = deadline - time.monotonic()
+        result = run_shell(
+            command,
             cwd=ctx.workspace,
-            env=ctx.env,
+            env={**ctx.env, **COMMAND_ENV, **self.settings.env},
             timeout_secs=max(0.1, min(self.settings.tool_timeout_secs, left)),
-            transcript=ctx.transcript,
+            combined=True,
+            keep_tail=True,
         )
-        output = truncate(result.output, self.settings.max_output_chars)
-        code = result.exit_code
+        ctx.transcript.write(result.stdout.encode())
+        ctx.transcript.flush()
+        output = truncate(strip_ansi(result.stdout), self.settings.max_output_chars)
+        code = result.shell_exit_code
         ctx.events.emit("tool_result", id=call.id, output=output, exit_code=code)
-        status = "timed out" if result.timed_out else f"exit code {code}"
+        if result.timed_out:
+            status = f"stopped: timed out after {result.duration_secs:.0f}s"
+        elif result.signal is not None:
+            status = f"exit code {code}: killed by signal {result.signal}"
+        else:
+            status = f"exit code {code}"
         return {"role": "tool", "tool_call_id": call.id, "content": f"{output}\n[{status}]"}
 
-    def _finish(
-        self,
-        ctx: RunContext,
-        started: float,
-        turns: int,
-        *,
-        timed_out: bool,
-        natural: bool,
-        error: str | None = None,
-    ) -> AgentExit:
-        duration = time.monotonic() - started
-        exit_code = None if timed_out else (1 if error else 0)
-        ctx.events.emit(
-            "complete",
-            exit_code=exit_code,
-            duration_secs=round(duration, 3),
-            timed_out=timed_out,
-            natural_stop=natural,
-            turns=turns,
-        )
-        return AgentExit(
-            exit_code=exit_code,
-            timed_out=timed_out,
-            duration_secs=duration,
-            natural_stop=natural,
-            error=error,
-        )
+
+def _timed_out(ctx: RunContext, detail: str = "") -> _Stop:
+    return _Stop(
+        timed_out=True, reason=f"timed out after {ctx.timeout_secs:g}s{detail}", exit_code=None
+    )
 
 
-def _usage(response: Any) -> tuple[int, int]:
+@dataclass(frozen=True)
+class _Tokens:
+    """One response's tokens; `uncached` input excludes the cache reads and writes."""
+
+    uncached: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @property
+    def prompt(self) -> int:
+        """All input tokens."""
+        return self.uncached + self.cache_read + self.cache_write
+
+
+def _usage(response: Any) -> _Tokens:
+    """The tokens of a response as litellm reports them.
+
+    litellm's `prompt_tokens` counts all input, cache reads and writes included (it adds
+    Anthropic's `cache_read_input_tokens` and `cache_creation_input_tokens` in); the reads are
+    `prompt_tokens_details.cached_tokens`, the writes `prompt_tokens_details.cache_write_tokens`
+    (named `cache_creation_tokens` too, and `cache_creation_input_tokens` on the usage itself).
+    """
     usage = getattr(response, "usage", None)
     if usage is None:
-        return 0, 0
-    return int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)
+        return _Tokens()
+    details = getattr(usage, "prompt_tokens_details", None)
+    read = _count(details, "cached_tokens") or _count(usage, "cache_read_input_tokens")
+    write = (
+        _count(details, "cache_write_tokens")
+        or _count(details, "cache_creation_tokens")
+        or _count(usage, "cache_creation_input_tokens")
+    )
+    prompt = _count(usage, "prompt_tokens")
+    return _Tokens(max(0, prompt - read - write), _count(usage, "completion_tokens"), read, write)
+
+
+def _count(source: Any, name: str) -> int:
+    value = getattr(source, name, None) if source is not None else None
+    return int(value) if isinstance(value, int | float) and value > 0 else 0
 
 
 def _assistant(message: Any, calls: list[Any]) -> dict[str, Any]:

@@ -128,7 +128,8 @@ def _run_agent(
         # The scripted model lives exactly as long as the run that needs it.
         log = run.dir / "scripted.log"
         log.unlink(missing_ok=True)
-        with ScriptedServer(run.scenario.spec.solution, log=log) as server:
+        spec = run.scenario.spec
+        with ScriptedServer(spec.scripted or spec.solution, log=log) as server:
             return _launch(run, agent, launch, server.url)
     return _launch(run, agent, launch, None)
 

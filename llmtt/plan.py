@@ -341,9 +341,14 @@ def _make_run(
     run_id = f"{scenario.name}/{who}/r{repeat}"
     # The solution is what the oracle and the scripted model play; other agents never see it.
     plays_solution = agent == "oracle" or model == "scripted"
+    solution = keys.solution if plays_solution else "unused"
+    session = scenario.spec.scripted
+    if model == "scripted" and session is not None:
+        # The scripted model plays the scenario's session instead: editing it re-runs the agent.
+        solution = hash_value(session.model_dump(mode="json"))
     agent_key = {
         **keys.agent,
-        "solution": keys.solution if plays_solution else "unused",
+        "solution": solution,
         "variant": variant_key,
         "agent": agent_parts[1],
         "model": model or "none",

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from llmtt.config import Strict, TargetSpec, check_regex
 from llmtt.errors import ConfigError
 from llmtt.loading import read_yaml, register_union_tags, validate
+from llmtt.scripted.session import ScriptedSession
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -252,6 +253,11 @@ class Scenario(Strict):
     setup: SetupSpec = Field(default_factory=SetupSpec)
     solution: list[str] = Field(
         default_factory=list, description="Reference shell commands, run by the oracle agent."
+    )
+    scripted: ScriptedSession | None = Field(
+        None,
+        description="What the scripted model plays (turns, parallel calls, usage, errors, "
+        "hangs); without it, the solution, one command a turn.",
     )
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
     cost: CostSpec = Field(default_factory=CostSpec)

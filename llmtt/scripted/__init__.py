@@ -1,0 +1,49 @@
+"""The `scripted` model: an offline model server on 127.0.0.1 that plays a scripted session.
+
+It speaks the three wire formats the real agent CLIs use: Anthropic Messages (claude-code),
+OpenAI Chat Completions (opencode, litellm) and OpenAI Responses (codex), streamed (SSE) or
+plain. A scenario's `scripted:` session (`session.py`) chooses each turn's text, parallel tool
+calls, token figures, HTTP errors and hangs; without one the server plays the scenario's
+`solution`, one command a turn with fixed token counts, so a run's usage is the same on every
+machine. Each answer is decided from the request alone; a scripted run costs nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llmtt.scripted.session import (
+    FINAL_TEXT,
+    TITLE_TEXT,
+    Hang,
+    HttpError,
+    ScriptedSession,
+    Turn,
+    Usage,
+    shell_arguments,
+)
+
+if TYPE_CHECKING:
+    from llmtt.scripted.server import ScriptedServer
+
+__all__ = [
+    "FINAL_TEXT",
+    "TITLE_TEXT",
+    "Hang",
+    "HttpError",
+    "ScriptedServer",
+    "ScriptedSession",
+    "Turn",
+    "Usage",
+    "shell_arguments",
+]
+
+
+def __getattr__(name: str) -> object:
+    # The server (http.server and its imports) loads only when asked for: scenario files
+    # import the session format, and `doit list` should not pay for a server it never starts.
+    if name == "ScriptedServer":
+        from llmtt.scripted.server import ScriptedServer
+
+        return ScriptedServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,202 @@
+"""What the scripted model plays: a session of turns, and how a request finds its turn.
+
+A session is a list of turns. A turn says some text, calls the shell tool zero or more times
+(several calls are parallel tool calls, issued in the order given) and reports chosen token
+figures; it may fail with an HTTP error or hang for its first attempts. A turn without calls is
+the final answer: every agent ends its loop there, so it can only be the last turn. After the
+last turn the server gives the final answer, unless the session is `endless`.
+
+Which turn answers a request is decided from the request alone: the number of tool results in
+its conversation (`results`). Turn k is played once every call of the turns before it has a
+result; a request holding only some of a turn's results moves on to the next turn rather than
+replaying calls. Side requests (titles, summaries, compaction: requests that offer no shell
+tool) get plain text and leave the script where it is, so neither they nor retries derail it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from llmtt.config import Strict
+
+FINAL_TEXT = "Done: every step of the task has been carried out."
+TITLE_TEXT = "Scripted session"
+SHELL_TOOLS = ("Bash", "bash", "exec_command", "shell", "local_shell")
+INPUT_TOKENS_BASE = 1000
+INPUT_TOKENS_PER_TURN = 100
+OUTPUT_TOKENS_TOOL = 20
+OUTPUT_TOKENS_TEXT = 10
+
+
+class Usage(Strict):
+    """Token figures of one answer. `input` is the uncached input only, as DESIGN.md counts
+    it; each wire format carries the four figures in its own fields (see `wire_usage`)."""
+
+    input: int = Field(ge=0)
+    output: int = Field(ge=0)
+    cache_read: int = Field(0, ge=0)
+    cache_write: int = Field(0, ge=0)
+
+
+class HttpError(Strict):
+    """An HTTP error instead of the turn's answer, for its first `times` attempts (every
+    attempt when unset); `body` replaces the wire format's own error object."""
+
+    status: int = Field(ge=400, le=599)
+    body: dict[str, Any] | str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    times: int | None = Field(None, ge=1)
+
+
+class Hang(Strict):
+    """A delay of `secs` before the turn's answer (`at: start`) or after its first streamed
+    event (`at: stream`; a plain answer is delayed whole), for its first `times` attempts
+    (every attempt when unset)."""
+
+    secs: float = Field(gt=0, le=3600)
+    at: Literal["start", "stream"] = "start"
+    times: int | None = Field(None, ge=1)
+
+
+class Turn(Strict):
+    """One model answer: text (`say`), then the shell commands it calls, in this order."""
+
+    say: str | None = None
+    run: list[str] = Field(default_factory=list)
+    usage: Usage | None = None
+    error: HttpError | None = None
+    hang: Hang | None = None
+
+    @model_validator(mode="after")
+    def _says_or_runs(self) -> Turn:
+        if self.say is None and not self.run:
+            raise ValueError("a turn needs `say` (text), `run` (commands) or both")
+        return self
+
+
+class ScriptedSession(Strict):
+    """A scripted model session: its turns, and what comes after them."""
+
+    format: Literal[1] = Field(1, description="Version of this format.")
+    turns: list[Turn] = Field(default_factory=list)
+    endless: bool = Field(
+        False,
+        description="After its turns, play the last one again and again and never answer "
+        "(a turn limit or the timeout must stop the agent).",
+    )
+    side_usage: Usage | None = Field(
+        None, description="Token figures of side requests (titles, summaries, compaction)."
+    )
+
+    @field_validator("turns")
+    @classmethod
+    def _reachable(cls, turns: list[Turn]) -> list[Turn]:
+        for index, turn in enumerate(turns[:-1]):
+            if not turn.run:
+                raise ValueError(
+                    f"turn {index + 1} calls no command, so it ends the agent's loop and the "
+                    "turns after it are never played: give it `run:` or make it the last turn"
+                )
+        return turns
+
+    @model_validator(mode="after")
+    def _repeatable(self) -> ScriptedSession:
+        if self.endless and (not self.turns or not self.turns[-1].run):
+            raise ValueError("an endless session repeats its last turn, which must `run:` commands")
+        return self
+
+    @classmethod
+    def of_solution(cls, commands: list[str]) -> ScriptedSession:
+        """The default session: one solution command per turn, then the final answer."""
+        return cls(turns=[Turn(run=[command]) for command in commands])
+
+    def reply(self, tools: list[tuple[str, dict[str, Any]]], results: int) -> Reply:
+        """The answer to a request offering `tools` whose conversation holds `results`."""
+        turn, first_call = self._position(results)
+        before = self._turn(turn - 1) if turn else None
+        final = Reply(
+            turn=turn,
+            side=False,
+            text=FINAL_TEXT,
+            commands=(),
+            tool=None,
+            arguments=(),
+            usage=default_usage(turn, calls=False),
+            first_call=first_call,
+            previous_calls=len(before.run) if before else 0,
+        )
+        shell = next(((n, s) for n, s in tools if n in SHELL_TOOLS), None)
+        if shell is None:
+            return replace(final, side=True, text=TITLE_TEXT, usage=self.side_usage or final.usage)
+        played = self._turn(turn)
+        if played is None:
+            return final
+        name, schema = shell
+        return replace(
+            final,
+            text=played.say,
+            commands=tuple(played.run),
+            tool=name,
+            arguments=tuple(shell_arguments(name, schema, c) for c in played.run),
+            usage=played.usage or default_usage(turn, calls=bool(played.run)),
+            error=played.error,
+            hang=played.hang,
+        )
+
+    def _position(self, results: int) -> tuple[int, int]:
+        """(turn, number of calls before it) once `results` tool results are in."""
+        turn = calls = 0
+        while turn < len(self.turns) and self.turns[turn].run and calls < results:
+            calls += len(self.turns[turn].run)
+            turn += 1
+        if self.endless and calls < results:
+            width = len(self.turns[-1].run)
+            again = -(-(results - calls) // width)  # ceiling: a partial turn counts as played
+            turn, calls = turn + again, calls + again * width
+        return turn, calls
+
+    def _turn(self, turn: int) -> Turn | None:
+        """The turn played at position `turn`; None for the final answer."""
+        if turn < len(self.turns):
+            return self.turns[turn]
+        return self.turns[-1] if self.endless else None
+
+
+def default_usage(turn: int, *, calls: bool) -> Usage:
+    """The fixed figures of a turn that chooses none: the same on every machine."""
+    output = OUTPUT_TOKENS_TOOL if calls else OUTPUT_TOKENS_TEXT
+    return Usage(input=INPUT_TOKENS_BASE + INPUT_TOKENS_PER_TURN * turn, output=output)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the session answers to one request, before a wire format shapes it."""
+
+    turn: int  # 0-based position in the session; the final answer is len(turns)
+    side: bool  # a side request: plain text, the script does not move
+    text: str | None
+    commands: tuple[str, ...]
+    tool: str | None
+    arguments: tuple[dict[str, Any], ...]
+    usage: Usage
+    first_call: int  # calls played before this turn: call ids number on from it
+    error: HttpError | None = None
+    hang: Hang | None = None
+    previous_calls: int = 0  # calls of the turn before this one, whose results it follows
+
+    def call_ids(self, prefix: str) -> list[str]:
+        """Ids of this turn's calls, numbered across the session from 1."""
+        return [f"{prefix}{self.first_call + i + 1:04d}" for i in range(len(self.commands))]
+
+
+def shell_arguments(name: str, schema: dict[str, Any], command: str) -> dict[str, Any]:
+    """Arguments shaped from the tool's schema: `{command}`, `{cmd}` or an argv array."""
+    props = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    if "cmd" in props or (name == "exec_command" and "command" not in props):
+        return {"cmd": command}
+    if props.get("command", {}).get("type") == "array" or name in ("shell", "local_shell"):
+        return {"command": ["bash", "-lc", command]}
+    return {"command": command}

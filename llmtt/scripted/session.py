@@ -6,11 +6,20 @@ figures; it may fail with an HTTP error or hang for its first attempts. A turn w
 the final answer: every agent ends its loop there, so it can only be the last turn. After the
 last turn the server gives the final answer, unless the session is `endless`.
 
-Which turn answers a request is decided from the request alone: the number of tool results in
-its conversation (`results`). Turn k is played once every call of the turns before it has a
-result; a request holding only some of a turn's results moves on to the next turn rather than
-replaying calls. Side requests (titles, summaries, compaction: requests that offer no shell
-tool) get plain text and leave the script where it is, so neither they nor retries derail it.
+Which turn answers a request is decided from the request alone, never from a counter of the
+server's: the number of tool results in its conversation (`results`). With one call a turn
+that number is the turn; with several, turn k is played once the conversation holds a result
+for every call of the turns before it (their `run` lengths summed). A request holding only
+some of a turn's results moves on to the next turn rather than replaying calls. Call ids are
+numbered across the session (`toolu_0001`, `call_0002`, ...) from the same sum, so a retried
+request gets the same answer, ids included. Side requests (titles, summaries, compaction:
+requests that offer no shell tool) get plain text and leave the script where it is. Only
+errors and hangs `times` count attempts, per turn, on the server; side requests count none.
+
+Usage: `input` is the uncached input. Anthropic gets the four figures in its own fields;
+the OpenAI formats count cached tokens inside `prompt_tokens` / `input_tokens` and have no field
+for cache writes, so there `input + cache_read` is sent with `cached_tokens = cache_read` and
+`cache_write` is left out: total minus cached is `input` on every wire.
 """
 
 from __future__ import annotations
@@ -64,11 +73,16 @@ class Hang(Strict):
 class Turn(Strict):
     """One model answer: text (`say`), then the shell commands it calls, in this order."""
 
-    say: str | None = None
-    run: list[str] = Field(default_factory=list)
-    usage: Usage | None = None
-    error: HttpError | None = None
-    hang: Hang | None = None
+    say: str | None = Field(None, description="Text the model says before its calls.")
+    run: list[str] = Field(
+        default_factory=list,
+        description="Shell commands called at once, in this order; none: the final answer.",
+    )
+    usage: Usage | None = Field(
+        None, description="Token figures; by default 1000 + 100 a turn in, 20 (10 for text) out."
+    )
+    error: HttpError | None = Field(None, description="Answer with an HTTP error instead.")
+    hang: Hang | None = Field(None, description="Delay the answer, or stall its stream.")
 
     @model_validator(mode="after")
     def _says_or_runs(self) -> Turn:

@@ -236,8 +236,9 @@ def _scripted_server(scenario: Path, port: int, log: Path | None) -> int:
     from llmtt.scripted import ScriptedServer
 
     spec = load_scenario(scenario).spec
-    with ScriptedServer(spec.solution, log=log, port=port) as server:
-        print(f"scripted model for {scenario} ({len(spec.solution)} commands) on {server.url}")
+    with ScriptedServer(spec.scripted or spec.solution, log=log, port=port) as server:
+        turns = len(server.session.turns)
+        print(f"scripted model for {scenario} ({turns} turns) on {server.url}")
         print(f"  claude-code: ANTHROPIC_BASE_URL={server.url} ANTHROPIC_API_KEY=scripted")
         print(f"  OpenAI-compatible clients: base URL {server.url}/v1, model scripted")
         print("Ctrl-C stops it.", flush=True)

@@ -10,7 +10,7 @@ import pytest
 
 from llmtt.errors import LlmttError
 from llmtt.events import EventWriter, read_events
-from llmtt.shell import run_shell
+from llmtt.shell import MAX_CAPTURE, run_shell
 from llmtt.workspace import prepare, run_setup
 
 ENV = {"PATH": os.environ["PATH"]}
@@ -23,6 +23,37 @@ def test_run_shell_captures_and_times_out(tmp_path: Path) -> None:
     slow = run_shell("sleep 30", cwd=tmp_path, env=ENV, timeout_secs=0.5)
     assert slow.timed_out and slow.exit_code is None and time.monotonic() - started < 3
     assert slow.describe() == "timed out after 0s" or slow.describe().startswith("timed out")
+
+
+def test_run_shell_has_no_terminal_and_reports_a_signal_death(tmp_path: Path) -> None:
+    started = time.monotonic()
+    closed = run_shell("cat; tty", cwd=tmp_path, env=ENV, timeout_secs=5)
+    assert (closed.exit_code, closed.stdout) == (1, "not a tty\n")
+    assert time.monotonic() - started < 3
+    killed = run_shell("kill -KILL $$", cwd=tmp_path, env=ENV, timeout_secs=5)
+    assert (killed.exit_code, killed.signal, killed.shell_exit_code) == (None, 9, 137)
+    assert killed.describe() == "killed by signal 9" and not killed.ok
+    slow = run_shell("sleep 30", cwd=tmp_path, env=ENV, timeout_secs=0.2)
+    assert (slow.signal, slow.shell_exit_code) == (None, None)  # stopped by us: unknown
+
+
+def test_run_shell_combines_output_in_order_and_decodes_any_bytes(tmp_path: Path) -> None:
+    command = "echo 1; echo 2 >&2; echo 3; printf 'a\\377b' >&2"
+    merged = run_shell(command, cwd=tmp_path, env=ENV, timeout_secs=5, combined=True)
+    assert (merged.stdout, merged.stderr) == ("1\n2\n3\na\ufffdb", "")
+    apart = run_shell(command, cwd=tmp_path, env=ENV, timeout_secs=5)
+    assert (apart.stdout, apart.stderr) == ("1\n3\n", "2\na\ufffdb")
+
+
+def test_run_shell_cuts_large_output_at_its_head_or_keeps_head_and_tail(tmp_path: Path) -> None:
+    command = "echo FIRST; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo LAST"
+    head = run_shell(command, cwd=tmp_path, env=ENV, timeout_secs=10)
+    assert head.stdout.startswith("FIRST\nxxx") and "LAST" not in head.stdout
+    assert head.stdout.endswith(f"[... output truncated at {MAX_CAPTURE} bytes ...]\n")
+    both = run_shell(command, cwd=tmp_path, env=ENV, timeout_secs=10, keep_tail=True)
+    assert both.stdout.startswith("FIRST\nxxx") and both.stdout.endswith("xxx\nLAST\n")
+    assert "[... 2000012 bytes of output cut ...]" in both.stdout
+    assert len(both.stdout) < MAX_CAPTURE + 100
 
 
 def test_background_process_does_not_hold_the_command(tmp_path: Path) -> None:

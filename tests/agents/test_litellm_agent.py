@@ -1,9 +1,12 @@
 """llmtt's litellm loop over real HTTP on loopback: turn limit, truncation, prices, cost limit,
-retries and quota errors (a paid provider is stood in for at the wire, nowhere else)."""
+retries and quota errors, a command environment without a terminal, a failing or hanging
+provider within the run's time, cache tokens (a paid provider is stood in for at the wire,
+nowhere else)."""
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -76,6 +79,19 @@ def test_declared_prices_give_exact_cost_and_the_cost_limit_stops_the_run(projec
 ANSWER = chat_answer("All done.")
 
 
+def chat_call(command: str, call_id: str = "call-1") -> dict[str, Any]:
+    """An OpenAI chat completion that calls the bash tool with `command`."""
+    answer = chat_answer("")
+    call = {"name": "bash", "arguments": json.dumps({"command": command})}
+    answer["choices"][0]["message"] = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": call}],
+    }
+    answer["choices"][0]["finish_reason"] = "tool_calls"
+    return answer
+
+
 def provider_toml(url: str) -> str:
     return (
         f'\n[models.remote]\nlitellm = "openai/remote"\napi_base = "{url}"\n'
@@ -126,3 +142,212 @@ def test_quota_error_stops_at_once_and_the_run_stays_pending(
     assert len(handler.hits) == 1  # no retry of a quota error
     run = project.json("s/litellm-remote/r1/run.json")
     assert run["status"] == "error" and "quota" in run["error"].lower()
+
+
+# -- the command environment -----------------------------------------------------------------
+
+
+def tool_results(project: Project, run: str) -> list[dict[str, Any]]:
+    return [e for e in events(project, run) if e["event"] == "tool_result"]
+
+
+def test_commands_have_no_terminal_and_pagers_and_editors_return_at_once(
+    project: Project,
+) -> None:
+    scenario(
+        project,
+        [
+            "git show --stat HEAD",
+            "git help checkout",
+            "git log",
+            "touch b && git add b && git commit",
+            'tty; echo "[$PAGER|$GIT_PAGER|$MANPAGER|$TERM|$NO_COLOR|$GIT_TERMINAL_PROMPT]"',
+        ],
+        "setup: {commands: ['git init -q', 'git commit -q --allow-empty -m first-commit']}\n",
+        toml="\n[agents.litellm]\ntool_timeout_secs = 30\n",
+    )
+    result = project.doit("run", "agent=litellm", "model=scripted")
+    assert result.code == 0, result.out + result.err
+    show, manual, log, commit, tty = tool_results(project, "s/litellm-scripted/r1")
+    # Under a terminal each of these waited for a pager or an editor until its time ran out.
+    assert show["exit_code"] == 0 and "first-commit" in show["output"]
+    assert manual["exit_code"] == 0 and "git-checkout - Switch branches" in manual["output"]
+    assert log["exit_code"] == 0 and "first-commit" in log["output"]
+    assert commit["exit_code"] == 1 and "Aborting commit" in commit["output"]
+    assert tty["output"] == "not a tty\n[cat|cat|cat|dumb|1|0]\n"
+
+
+def test_colour_codes_never_reach_the_model(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    url, handler = provider
+    painted = r"printf '\033[1;31mred\033[0m \033]0;a title\007\033[2Kplain\n'"
+    handler.queue = [(200, chat_call(painted)), (200, ANSWER)]
+    scenario(project, ["unused"], toml=provider_toml(url))
+    result = project.doit("run", "agent=litellm", "model=remote", env=ENABLED)
+    assert result.code == 0, result.out + result.err
+    (tool,) = tool_results(project, "s/litellm-remote/r1")
+    assert tool["output"] == "red plain\n"
+    seen = handler.bodies[1]["messages"][-1]
+    assert seen["role"] == "tool" and seen["content"] == "red plain\n\n[exit code 0]"
+    raw = (project.results() / "s/litellm-remote/r1/transcript.raw.txt").read_bytes()
+    assert b"\x1b[1;31mred" in raw  # the raw transcript keeps what the command printed
+
+
+def test_binary_output_is_decoded_and_a_signal_death_is_128_plus_n(project: Project) -> None:
+    scenario(
+        project,
+        [
+            r"printf 'a\377\376b\000c\n'; head -c 3000 /dev/urandom",
+            "kill -KILL $$",
+            "sh -c 'kill -TERM $$'; echo after $?",
+        ],
+    )
+    result = project.doit("run", "agent=litellm", "model=scripted")
+    assert result.code == 0, result.out + result.err
+    binary, killed, child = tool_results(project, "s/litellm-scripted/r1")
+    assert binary["exit_code"] == 0 and binary["output"].startswith("a\ufffd\ufffdb\x00c\n")
+    assert killed["exit_code"] == 137  # the command itself died of SIGKILL
+    assert child["exit_code"] == 0 and child["output"] == "Terminated\nafter 143\n"  # as bash says
+    m = project.json("s/litellm-scripted/r1/metrics.json")
+    assert (m["tool_calls"], m["natural_stop"], m["completed"]) == (3, True, True)
+
+
+def test_output_past_the_capture_keeps_its_head_and_tail(project: Project) -> None:
+    scenario(
+        project,
+        ["echo FIRST; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo LAST; exit 3"],
+    )
+    assert project.doit("run", "agent=litellm", "model=scripted").code == 0
+    (result,) = tool_results(project, "s/litellm-scripted/r1")
+    assert result["output"].startswith("FIRST\nxxx") and result["output"].endswith("xxx\nLAST\n")
+    assert "characters cut by llmtt" in result["output"] and result["exit_code"] == 3
+
+
+# -- the provider: errors, hangs, usage --------------------------------------------------------
+
+
+def test_a_provider_failing_every_retry_ends_the_run_as_a_result_keeping_its_events(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    url, handler = provider
+    handler.queue = [(200, chat_call("git --version")), (500, {"error": {"message": "overloaded"}})]
+    scenario(project, ["unused"], toml=provider_toml(url))
+    result = project.doit("run", "agent=litellm", "model=remote", env=ENABLED)
+    assert result.code == 0, result.out + result.err
+    assert len(handler.hits) == 1 + 4  # one answer, then the first try and 3 retries
+    run = project.json("s/litellm-remote/r1/run.json")
+    assert (run["status"], run["error"], run["natural_stop"]) == ("completed", None, False)
+    (complete,) = [e for e in events(project, "s/litellm-remote/r1") if e["event"] == "complete"]
+    assert complete["reason"].startswith("provider error: gave up after 4 attempts")
+    assert "overloaded" in complete["reason"] and complete["exit_code"] == 1
+    m = project.json("s/litellm-remote/r1/metrics.json")
+    assert (m["turns"], m["total_commands"], m["input_tokens"], m["natural_stop"]) == (
+        1,
+        1,
+        10,
+        False,
+    )
+    assert m["completed"] is False and m["cost_usd"] == pytest.approx(15 / 1e6)
+
+
+def serve_slowly(handler: type[FakeProvider], answered: int, trickle: bool) -> None:
+    """After `answered` answers from the queue, the provider hangs: it sends nothing, or
+    (`trickle`) a header and then one byte of the body every half second."""
+    answer = handler.do_POST
+
+    def slow(self: FakeProvider) -> None:
+        if len(self.hits) < answered:
+            answer(self)
+            return
+        self.hits.append(1)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if trickle:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+        for _ in range(120):
+            time.sleep(0.5)
+            if trickle:
+                self.wfile.write(b" ")
+                self.wfile.flush()
+
+    handler.do_POST = slow  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("trickle", [False, True], ids=["silent", "trickling"])
+def test_a_hanging_provider_ends_the_run_at_its_time_limit_keeping_its_spend(
+    project: Project, provider: tuple[str, type[FakeProvider]], trickle: bool
+) -> None:
+    url, handler = provider
+    handler.queue = [(200, chat_call("echo hi"))]
+    serve_slowly(handler, answered=1, trickle=trickle)
+    scenario(project, ["unused"], "run: {timeout_secs: 6}\n", provider_toml(url))
+    result = project.doit("run", "agent=litellm", "model=remote", env=ENABLED)
+    assert result.code == 0, result.out + result.err
+    run = project.json("s/litellm-remote/r1/run.json")
+    assert (run["status"], run["timed_out"], run["exit_code"]) == ("timeout", True, None)
+    # A bound, not a speed target: before, each of 4 attempts waited the whole time left.
+    assert 6 <= run["agent_duration_secs"] <= 6 + 1.5
+    assert len(handler.hits) == 2
+    (complete,) = [e for e in events(project, "s/litellm-remote/r1") if e["event"] == "complete"]
+    assert complete["timed_out"] and complete["natural_stop"] is False
+    assert complete["reason"].startswith("timed out after 6s waiting for the model")
+    m = project.json("s/litellm-remote/r1/metrics.json")
+    assert (m["turns"], m["tool_calls"], m["input_tokens"], m["output_tokens"]) == (1, 1, 10, 5)
+
+
+def cached_usage(answer: dict[str, Any]) -> dict[str, Any]:
+    answer["usage"] = {
+        "prompt_tokens": 1000,
+        "completion_tokens": 5,
+        "total_tokens": 1005,
+        "prompt_tokens_details": {"cached_tokens": 800},
+        "cache_creation_input_tokens": 150,
+    }
+    return answer
+
+
+ANTHROPIC_ANSWER = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-test",
+    "content": [{"type": "text", "text": "All done."}],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {
+        "input_tokens": 50,
+        "output_tokens": 5,
+        "cache_read_input_tokens": 800,
+        "cache_creation_input_tokens": 150,
+    },
+}
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_cache_reads_and_writes_are_kept_apart_from_uncached_input(
+    project: Project, provider: tuple[str, type[FakeProvider]], wire: str
+) -> None:
+    url, handler = provider
+    if wire == "openai":
+        handler.queue = [(200, cached_usage(chat_answer("All done.")))]
+        toml = provider_toml(url)
+    else:  # litellm's own Anthropic client posts to <api_base>/v1/messages
+        handler.queue = [(200, ANTHROPIC_ANSWER)]
+        toml = provider_toml(url.removesuffix("/v1")).replace(
+            '"openai/remote"', '"anthropic/claude-test"'
+        )
+    scenario(project, ["unused"], toml=toml)
+    result = project.doit("run", "agent=litellm", "model=remote", env=ENABLED)
+    assert result.code == 0, result.out + result.err
+    (usage,) = [e for e in events(project, "s/litellm-remote/r1") if e["event"] == "usage"]
+    assert (
+        usage["input_tokens"],
+        usage["cache_read_tokens"],
+        usage["cache_write_tokens"],
+        usage["output_tokens"],
+    ) == (50, 800, 150, 5)
+    assert usage["cost_usd"] == pytest.approx(1005 / 1e6)  # cached input at the input price
+    assert project.json("s/litellm-remote/r1/metrics.json")["input_tokens"] == 50

@@ -11,10 +11,18 @@ from typing import Any
 
 from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
 from llmtt.agents.cli import strip_ansi
-from llmtt.models import ProviderGaveUp, ProviderStop, complete, resolve_model
+from llmtt.models import (
+    ProviderGaveUp,
+    ProviderStop,
+    ResolvedModel,
+    complete,
+    resolve_model,
+)
 from llmtt.shell import run_shell
 
-LOOP_VERSION = "llmtt-loop-1"
+# Part of every litellm run's key: a change to what the model is told, or to how its commands
+# run, makes new runs rather than reusing old ones. 2: commands without a terminal.
+LOOP_VERSION = "llmtt-loop-2"
 BASH_TOOL = {
     "type": "function",
     "function": {
@@ -47,8 +55,9 @@ COMMAND_ENV = {
     "TERM": "dumb",
     "NO_COLOR": "1",
 }
-SYSTEM = """You are working in a terminal, in the folder that holds the task's files.
+SYSTEM = """You are working in a shell, in the folder that holds the task's files.
 Use the `bash` tool to run commands; each call returns the command's output and exit code.
+Commands run without a terminal and read no input.
 When the task is done, answer with a short summary and no tool call."""
 
 
@@ -98,8 +107,8 @@ class LitellmAgent(Agent):
 
     The run's time limit bounds everything, model requests and their retries included. A
     provider that still fails after the retries ends the run as a result with the error as
-    its reason; a provider that refuses the account (quota, key, billing) means the run could
-    not be carried out.
+    its reason; one that refuses it outright (quota, key, billing, unknown model) means the
+    run could not be carried out.
     """
 
     name = "litellm"
@@ -114,8 +123,9 @@ class LitellmAgent(Agent):
         started = time.monotonic()
         loop = _Loop(started, started + ctx.timeout_secs)
         stop = self._loop(ctx, loop)
-        if stop.reason is not None or stop.error is not None:
-            ctx.events.emit("output", text=stop.error or stop.reason)
+        reason = stop.error or stop.reason
+        if reason is not None:
+            ctx.events.emit("output", text=reason)
         duration = time.monotonic() - loop.started
         ctx.events.emit(
             "complete",
@@ -124,7 +134,7 @@ class LitellmAgent(Agent):
             timed_out=stop.timed_out,
             natural_stop=stop.natural,
             turns=loop.turns,
-            **({"reason": stop.reason} if stop.reason else {}),
+            **({"reason": reason} if reason else {}),
         )
         return AgentExit(
             exit_code=stop.exit_code,
@@ -143,37 +153,12 @@ class LitellmAgent(Agent):
             {"role": "user", "content": ctx.prompt},
         ]
         while loop.turns < ctx.max_turns:
-            if time.monotonic() >= loop.deadline:
-                return _timed_out(ctx)
-            try:
-                response = complete(
-                    model,
-                    messages=messages,
-                    tools=[BASH_TOOL],
-                    max_retries=self.settings.max_retries,
-                    backoff_secs=self.settings.retry_backoff_secs,
-                    timeout_secs=loop.deadline - time.monotonic(),
-                    deadline=loop.deadline,
-                )
-            except ProviderGaveUp as exc:
-                if exc.out_of_time:
-                    return _timed_out(ctx, f" waiting for the model: {exc}")
-                return _Stop(reason=f"provider error: {exc}", exit_code=1)
-            except ProviderStop as exc:
-                return _Stop(error=f"provider error: {exc}", exit_code=1)
-            loop.turns += 1
-            tokens = _usage(response)
-            cost = model.cost(tokens.prompt, tokens.output)  # cached input at the full price
-            loop.cost_known = loop.cost_known and cost is not None
-            loop.spent += cost or 0.0
-            ctx.events.emit(
-                "usage",
-                input_tokens=tokens.uncached,
-                output_tokens=tokens.output,
-                cache_read_tokens=tokens.cache_read,
-                cache_write_tokens=tokens.cache_write,
-                cost_usd=cost,
-            )
+            response = self._ask(ctx, model, messages, loop.deadline)
+            if isinstance(response, _Stop):
+                return response
+            stop = self._spend(ctx, model, loop, response)
+            if stop is not None:
+                return stop
             message = response.choices[0].message
             calls = list(message.tool_calls or [])
             if message.content:
@@ -183,17 +168,55 @@ class LitellmAgent(Agent):
                 return _Stop(natural=True)
             for call in calls:
                 messages.append(self._call(ctx, call, loop.deadline))
-            stop = self._limits(ctx, loop)
-            if stop is not None:
-                return stop
+            if ctx.max_usd is not None and loop.cost_known and loop.spent > ctx.max_usd:
+                return _Stop(
+                    reason=f"cost limit reached: spent ${loop.spent:.4f} of ${ctx.max_usd:g}"
+                )
         return _Stop(reason=f"turn limit reached ({ctx.max_turns} turns)")
 
-    def _limits(self, ctx: RunContext, loop: _Loop) -> _Stop | None:
-        """Why the run must stop after a turn for its cost limit or the session budget."""
-        if ctx.max_usd is not None and loop.cost_known and loop.spent > ctx.max_usd:
-            return _Stop(reason=f"cost limit reached: spent ${loop.spent:.4f} of ${ctx.max_usd:g}")
+    def _ask(
+        self, ctx: RunContext, model: ResolvedModel, messages: list[dict[str, Any]], deadline: float
+    ) -> Any:
+        """The model's answer, or how the run stops when there is none in the time left."""
+        if time.monotonic() >= deadline:
+            return _timed_out(ctx)
+        try:
+            return complete(
+                model,
+                messages=messages,
+                tools=[BASH_TOOL],
+                max_retries=self.settings.max_retries,
+                backoff_secs=self.settings.retry_backoff_secs,
+                timeout_secs=deadline - time.monotonic(),
+                deadline=deadline,
+            )
+        except ProviderGaveUp as exc:
+            if exc.out_of_time:
+                return _timed_out(ctx, f" waiting for the model: {exc}")
+            return _Stop(reason=f"provider error: {exc}", exit_code=1)
+        except ProviderStop as exc:
+            return _Stop(error=f"provider error: {exc}", exit_code=1)
+
+    def _spend(
+        self, ctx: RunContext, model: ResolvedModel, loop: _Loop, response: Any
+    ) -> _Stop | None:
+        """Record an answer's usage as it arrives (a run stopped later keeps it) and tell the
+        session budget; the stop the budget asks for, if it does."""
+        loop.turns += 1
+        tokens = _usage(response)
+        cost = model.cost(tokens.prompt, tokens.output)  # cached input at the full price
+        loop.cost_known = loop.cost_known and cost is not None
+        loop.spent += cost or 0.0
+        ctx.events.emit(
+            "usage",
+            input_tokens=tokens.uncached,
+            output_tokens=tokens.output,
+            cache_read_tokens=tokens.cache_read,
+            cache_write_tokens=tokens.cache_write,
+            cost_usd=cost,
+        )
         error = ctx.over_budget(loop.spent if loop.cost_known else None)
-        return _Stop(error=error) if error is not None else None
+        return _Stop(error=error, exit_code=1) if error is not None else None
 
     def _call(self, ctx: RunContext, call: Any, deadline: float) -> dict[str, Any]:
         """Run one bash call; return the tool message for the model."""

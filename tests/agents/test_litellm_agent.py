@@ -213,6 +213,19 @@ def test_binary_output_is_decoded_and_a_signal_death_is_128_plus_n(project: Proj
     assert (m["tool_calls"], m["natural_stop"], m["completed"]) == (3, True, True)
 
 
+def test_a_command_running_into_the_time_limit_ends_the_run_there(project: Project) -> None:
+    scenario(
+        project, ["sleep 30 & echo started; sleep 40", "echo never"], "run: {timeout_secs: 3}\n"
+    )
+    result = project.doit("run", "agent=litellm", "model=scripted")
+    assert result.code == 0, result.out + result.err
+    run = project.json("s/litellm-scripted/r1/run.json")
+    assert (run["status"], run["timed_out"]) == ("timeout", True)
+    assert 3 <= run["agent_duration_secs"] <= 3 + 1.5
+    (stopped,) = tool_results(project, "s/litellm-scripted/r1")
+    assert (stopped["output"], stopped["exit_code"]) == ("started\n", None)
+
+
 def test_output_past_the_capture_keeps_its_head_and_tail(project: Project) -> None:
     scenario(
         project,

@@ -66,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
             return _scripted_server(args.scenario, args.port, args.log)
         return _schema(args.out)
     except LlmttError as exc:
-        print(f"llmtt: {exc}", file=sys.stderr)
+        from llmtt.redaction import console
+
+        print(console(f"llmtt: {exc}"), file=sys.stderr)
         return 2
 
 

@@ -14,6 +14,7 @@ this module imports nothing but doit's own.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from doit.dependency import DatabaseException, SqliteDB
@@ -92,16 +93,23 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
         self._loaded = True
 
 
-def record_values(dep_file: str, task_id: str, values: dict[str, Any]) -> None:
-    """Save a task's values from the process that ran it, as doit's parent will save them.
+def record_values(
+    dep_file: str, task_id: str, values: dict[str, Any], file_deps: Sequence[str] = ()
+) -> None:
+    """Save a task's success from the process that ran it, as doit's parent will save it.
 
     doit's parent process saves what a worker ran only after the worker's result reached it
-    through a queue; a kill in between loses it. The agent layer, the one that costs money,
-    records its own success here first. `values` must be what doit will save as the task's
-    values: its action's returned dict and its value savers' (llmtt_key).
+    through a queue; a kill in between loses it. The layers that cost money (agent, judge)
+    and the evaluate layer the judge depends on record their own success here first.
+    `values` must be what doit will save as the task's values: its action's returned dict and
+    its value savers' (llmtt_key); `file_deps` its file dependencies, saved with the state
+    doit's MD5 checker gives them.
     """
     import json
+    import os
     import sqlite3
+
+    from doit.dependency import get_file_md5
 
     with sqlite3.connect(dep_file, timeout=30) as conn:
         row = conn.execute(
@@ -109,5 +117,10 @@ def record_values(dep_file: str, task_id: str, values: dict[str, Any]) -> None:
         ).fetchone()
         data = json.loads(row[0]) if row and row[0] else {}
         data["_values_:"] = values
+        if file_deps:
+            data["checker:"] = "MD5Checker"
+            for dep in file_deps:
+                data[dep] = [os.path.getmtime(dep), os.path.getsize(dep), get_file_md5(dep)]
+            data["deps:"] = list(file_deps)
         conn.execute("INSERT OR REPLACE INTO doit VALUES (?, ?)", (task_id, json.dumps(data)))
     conn.close()

@@ -208,3 +208,14 @@ def _mask_pem_tails(text: str) -> str:
         start = len("\n".join(lines[:keep])) + (1 if keep else 0)
         text = text[:start] + MASK + text[end.end() :]
     return text
+
+
+@functools.cache
+def _console() -> Redactor:
+    return Redactor()
+
+
+def console(text: str) -> str:
+    """A message for the terminal: the process environment's secrets and key shapes masked
+    (used where no project is loaded yet, such as its load errors)."""
+    return _console()(text)

@@ -66,11 +66,34 @@ def append_result(path: Path, record: dict[str, Any], redact: Redactor) -> None:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             _drop_torn_tail(handle)
+            _catch_up(path, handle)
+            if _recorded(path.with_suffix(".db"), record):
+                return  # this evaluation was appended before a kill kept doit from saving it
             handle.write(line)
             handle.flush()
             _catch_up(path, handle)
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _recorded(db: Path, record: dict[str, Any]) -> bool:
+    """Whether results.db (caught up) already holds this evaluation of this run."""
+    import sqlite3
+
+    evaluation = record.get("evaluation_id")
+    if evaluation is None:
+        return False
+    try:
+        with sqlite3.connect(db, timeout=30) as conn:
+            row = conn.execute(
+                "SELECT 1 FROM results WHERE run_id = ? "
+                "AND json_extract(record, '$.evaluation_id') = ? LIMIT 1",
+                (record.get("run_id", ""), evaluation),
+            ).fetchone()
+        conn.close()
+    except sqlite3.Error as exc:
+        raise OSError(errno.EIO, str(exc), str(db)) from None
+    return row is not None
 
 
 def sync_results_db(path: Path) -> None:

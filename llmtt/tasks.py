@@ -128,6 +128,13 @@ def _selection() -> Selection:
     return Selection.from_variables(doit_cmd._CMDLINE_VARS or {})
 
 
+def _console(text: str) -> str:
+    """A message with secrets masked (imported only when there is one to print)."""
+    from llmtt.redaction import console
+
+    return console(text)
+
+
 def _load() -> tuple[Selection, TaskPlan, Plan | None]:
     """The selection and its plan's tasks (cached); the full plan too when it had to be built."""
     try:
@@ -136,7 +143,7 @@ def _load() -> tuple[Selection, TaskPlan, Plan | None]:
         check_info(sys.argv[1:], tasks.task_names(), selection)
         return selection, tasks, plan
     except LlmttError as exc:
-        sys.stderr.write(f"llmtt: {exc}\n")
+        sys.stderr.write(_console(f"llmtt: {exc}\n"))
         raise SystemExit(2) from None
 
 
@@ -177,7 +184,7 @@ def _hold_project() -> int | None:
     try:
         fd = lock.hold(RESULTS, COMMAND)
     except LlmttError as exc:
-        sys.stderr.write(f"llmtt: {exc}\n")
+        sys.stderr.write(_console(f"llmtt: {exc}\n"))
         raise SystemExit(2) from None
     if COMMAND in ("run", "strace", "auto"):
         signals.install()
@@ -231,7 +238,7 @@ def _ledger() -> Ledger | None:
     try:
         limit = budget_limit(TASKS.budget_max_usd, get_var("budget", None))
     except LlmttError as exc:
-        sys.stderr.write(f"llmtt: {exc}\n")
+        sys.stderr.write(_console(f"llmtt: {exc}\n"))
         raise SystemExit(2) from None
     if limit is None or COMMAND != "run":
         return None
@@ -332,10 +339,12 @@ def _guarded(action: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return action(*args)
         except LlmttError as exc:
-            return TaskFailed(f"llmtt: {exc}")
+            return TaskFailed(_console(f"llmtt: {exc}"))
         except OSError as exc:  # the environment's fault (a folder made read-only, a full disk)
             where = args[0].run_id if args else "the reports"
-            return TaskFailed(f"llmtt: {where}: {exc.strerror or exc}: {exc.filename or ''}")
+            return TaskFailed(
+                _console(f"llmtt: {where}: {exc.strerror or exc}: {exc.filename or ''}")
+            )
         except KeyboardInterrupt as exc:
             # doit saves what finished and lets ^C end the process; the hook below reports it.
             exc.add_note(args[0].run_id if args else "the reports")
@@ -393,7 +402,7 @@ def _agent_action(spec: RunSpec) -> dict[str, Any]:
         # so the reports show it; KeyCheck keeps the agent layer pending.
         values["error"] = record["error"]
     # What was paid for is on record now, even if doit is killed before it saves the task.
-    record_values(DOIT_CONFIG["dep_file"], key, {**values, "llmtt_key": spec.keys["agent"]})
+    record_values(DOIT_CONFIG["dep_file"], key, _saved(spec, "agent", values))
     return values
 
 
@@ -405,22 +414,49 @@ def _evaluate_action(spec: RunSpec) -> None:
     record = evaluate_run(_plan()[0].project, run)
     if record is not None and record["outcome"] != "error":
         print(f"llmtt: {run.run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
+    # Saved now: evaluated again after a kill, its new gates.json would re-pay the judge.
+    deps = [os.path.join(spec.dir, "run.json")]
+    record_values(DOIT_CONFIG["dep_file"], f"{run.run_id}:evaluate", _saved(spec, "evaluate"), deps)
+
+
+def _saved(spec: RunSpec, layer: str, values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A layer's values as doit saves them: its action's, then its KeyCheck's."""
+    return {**(values or {}), "llmtt_key": spec.keys[layer]}
 
 
 @_guarded
-def _judge_action(spec: RunSpec) -> None:
+def _judge_action(spec: RunSpec) -> dict[str, Any]:
     from llmtt.evaluation.evaluate import judge_run
 
     run = _run(spec)
-    assert run.judge is not None
+    judge = run.judge
+    assert judge is not None
     key = f"{run.run_id}:judge"
-    amount = _reserve(run, key, _judge_cost_hold) if _paid_model(run.judge.model) else None
-    record = judge_run(_plan()[0].project, run)
-    if LEDGER is not None and amount is not None:
-        judged = read_json(run.dir / "judge.json")
-        LEDGER.settle(key, judged.get("cost_usd"), amount)
-    if record["outcome"] != "error":
+    held: list[float] = []
+
+    def reserve(prompt: str) -> None:
+        if LEDGER is not None and _paid_model(judge.model):
+            amount = _judge_cost_hold(run, prompt)
+            LEDGER.reserve(key, amount)
+            held.append(amount)
+
+    try:
+        record = judge_run(_plan()[0].project, run, reserve)
+    finally:
+        if LEDGER is not None and held:
+            judged = run.dir / "judge.json"
+            cost = read_json(judged).get("cost_usd") if judged.exists() else None
+            LEDGER.settle(key, cost, held[0])
+    values: dict[str, Any] = {"status": "ok"}
+    if record["outcome"] == "error":
+        # Not judged (no budget, no key...): the layer stays pending, the reports list the run.
+        values = {"status": "error", "error": record["outcome_reason"]}
+    else:
         print(f"llmtt: {run.run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
+    # What was paid for is on record now, even if doit is killed before it saves the task.
+    deps = [os.path.join(spec.dir, n) for n in ("metrics.json", "gates.json")]
+    record_values(DOIT_CONFIG["dep_file"], key, _saved(spec, "judge", values), deps)
+    return values
 
 
 @_guarded
@@ -478,14 +514,17 @@ def _agent_cost_hold(run: Run) -> float:
     return expected_cost(run, history, project.config.models) or 0.0
 
 
-def _judge_cost_hold(run: Run) -> float:
+def _judge_cost_hold(run: Run, prompt: str) -> float:
+    """What the judge holds: its prompt asked twice (a malformed answer is asked to be
+    repaired) with the longest answers it may give."""
+    from llmtt.evaluation.judge import MAX_ANSWER_TOKENS
     from llmtt.models import resolve_model
 
     assert run.judge is not None
-    config = _plan()[0].project.config
-    tokens = config.judge.max_transcript_chars // 4 + 2_000
-    cost = resolve_model(run.judge.model, config.models).cost(2 * tokens, 1_000)
-    return cost or 0.0
+    model = resolve_model(run.judge.model, _plan()[0].project.config.models)
+    # Three characters a token is generous for prose and JSON; the rest is the answers.
+    tokens = 2 * (len(prompt) // 3 + 500) + MAX_ANSWER_TOKENS
+    return model.cost(tokens, 2 * MAX_ANSWER_TOKENS) or 0.0
 
 
 def _reserve(run: Run, key: str, hold: Callable[[Run], float]) -> float | None:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DOIT, GIT_TOML, Project
+from conftest import DOIT, GIT_TOML, FakeProvider, Project, chat_answer
 
 from llmtt.budget import BudgetExhausted, Ledger, budget_limit
 from llmtt.errors import LlmttError
@@ -182,3 +182,57 @@ def test_estimate_uses_earlier_runs_then_tokens_then_says_unknown(
         out[-1].startswith("4 pending of 4 runs; expected total $0.3")
         and "2 runs of unknown cost" in out[-1]
     )
+
+
+JUDGE_ANSWER = json.dumps(
+    {
+        "scores": {"ok": 1.0},
+        "weighted_score": 1.0,
+        "confidence": 0.9,
+        "issues": [],
+        "highlights": [],
+    }
+)
+
+
+def test_a_judge_refused_by_the_spent_budget_is_not_asked_the_reports_list_it_and_it_waits(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    url, handler = provider
+    handler.queue.append((200, chat_answer(JUDGE_ANSWER, 1000, 100)))  # $0.02 a judgement
+    models = (
+        f'\n[models.judge]\nlitellm = "openai/judge"\napi_base = "{url}"\n'
+        'api_key_env = "JUDGE_KEY"\ninput_usd_per_mtok = 10.0\noutput_usd_per_mtok = 100.0\n'
+    )
+    project.write("llmtt.toml", GIT_TOML + models + "\n[budget]\nmax_usd = 0.01\n")
+    project.write("rubrics/r.yaml", "criteria:\n  - {id: ok, weight: 1, description: done}\n")
+    project.write(
+        "scenarios/s.yaml",
+        "task: {prompt: Do it.}\nsolution: ['true']\n"
+        "evaluation:\n  judge: {enabled: true, rubric: r.yaml, model: judge}\n",
+    )
+    env = {"LLMTT_ENABLED": "1", "JUDGE_KEY": "k"}
+    result = project.doit("run", "repeats=2", env=env)
+    assert result.code != 0 and "Traceback" not in result.out + result.err
+    assert len(handler.hits) == 1  # the first judgement spent the budget; the second waits
+    records = {r: project.json(f"s/oracle/{r}/result.json") for r in ("r1", "r2")}
+    refused = next(r for r, record in records.items() if record["outcome"] == "error")
+    assert records[{"r1": "r2", "r2": "r1"}[refused]]["outcome"] == "pass"
+    assert "budget exhausted" in project.json(f"s/oracle/{refused}/judge.json")["skipped"]
+    reason = records[refused]["outcome_reason"]
+    assert reason.startswith("the judge did not run: budget exhausted: spent $0.0200"), reason
+    for name in ("report.md", "report.json", "report.html", "junit.xml"):
+        assert f"s/oracle/{refused}" in (project.results() / name).read_text(), name
+    lines = (project.results() / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 1  # the refused run is not an evaluation
+    status = project.doit("list", "--status", "repeats=2", env=env)
+    assert f"R s/oracle/{refused}" in status.out, status.out  # its judge stays pending
+
+    # With more budget the next `doit run` asks the judge once, and runs nothing else.
+    project.write("llmtt.toml", GIT_TOML + models + "\n[budget]\nmax_usd = 1.0\n")
+    again = project.doit("run", "repeats=2", env=env)
+    assert again.code == 0, again.out + again.err
+    assert len(handler.hits) == 2
+    assert [t for t in again.executed() if ":" in t] == [f"s/oracle/{refused}:judge"]
+    assert project.json(f"s/oracle/{refused}/result.json")["outcome"] == "pass"
+    assert project.doit("run", "repeats=2", env=env).executed() == []

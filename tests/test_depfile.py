@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 from pathlib import Path
 
-from conftest import Project
+import pytest
+from conftest import DOIT, Project
 from doit.dependency import JSONCodec, SqliteDB
 
 from llmtt.depfile import PreloadedSqliteDB, record_values
@@ -120,3 +122,32 @@ def test_a_worker_records_its_values_into_the_row_doit_will_save(tmp_path: Path)
     assert db.get("a:agent", "_values_:") == {"status": "completed", "llmtt_key": {"k": "2"}}
     assert db.get("a:agent", "llmtt_key") == {"prompt": "1", "fixture": "2"}  # rest kept
     assert db.get("new:agent", "_values_:") == {"status": "error", "error": "x"}
+
+
+def test_a_success_recorded_from_a_worker_is_one_doit_accepts_file_deps_included(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `record_values` writes for a task with file dependencies makes a real `doit run`
+    treat the task as done, as if doit had saved it itself (the judge layer's case)."""
+    (tmp_path / "in.txt").write_text("input\n")
+    (tmp_path / "dodo.py").write_text(
+        "DOIT_CONFIG = {'dep_file': 'deps.sqlite3', 'backend': 'llmtt-sqlite3'}\n"
+        "def task_t():\n"
+        "    return {'actions': ['echo ran >> ran.txt'], 'file_dep': ['in.txt'],\n"
+        "            'uptodate': [lambda task, values: values.get('llmtt_key') == 'k']}\n"
+    )
+
+    def doit(*args: str) -> str:
+        proc = subprocess.run(
+            [DOIT, *args], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    doit("list")  # creates the dependency file
+    monkeypatch.chdir(tmp_path)  # a worker's file deps are relative to the dodo's folder
+    record_values(str(tmp_path / "deps.sqlite3"), "t", {"llmtt_key": "k"}, ["in.txt"])
+    assert doit("run", "t").startswith("-- t")  # up to date: not executed
+    assert not (tmp_path / "ran.txt").exists()
+    (tmp_path / "in.txt").write_text("changed\n")
+    assert doit("run", "t").startswith(".  t")  # its file dependency is checked as doit would

@@ -15,6 +15,7 @@ and `llmtt bless` results that cover less than the baseline, or nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
@@ -505,7 +506,9 @@ def test_a_folder_made_unwritable_mid_run_fails_only_what_writes_there(
     assert [r["outcome"] for r in _report(results)["runs"]] == ["pass", "pass"]  # type: ignore[index]
 
 
-def test_a_judge_without_a_key_is_a_one_line_task_error(tmp_path: Path) -> None:
+def test_a_judge_without_a_key_is_one_line_and_the_run_waits_in_the_reports(
+    tmp_path: Path,
+) -> None:
     root = build(
         tmp_path,
         {
@@ -519,11 +522,15 @@ def test_a_judge_without_a_key_is_a_one_line_task_error(tmp_path: Path) -> None:
     ran = doit(root, "run", env=env)
     assert "Traceback" not in ran.text
     assert ran.code != 0, ran.text
-    assert (
-        "llmtt: the judge (openai/gpt-4o-mini) cannot run: no API key: set OPENAI_API_KEY"
-        in ran.out
-    ), ran.text
-    assert not (root / "llm-tool-test-results/s/oracle/r1/judge.json").exists()
+    why = "the judge (openai/gpt-4o-mini) cannot run: no API key: set OPENAI_API_KEY"
+    assert f"\ns/oracle/r1: the judge did not run: {why}" in ran.text, ran.text
+    results = root / "llm-tool-test-results"
+    assert json.loads((results / "s/oracle/r1/judge.json").read_text())["skipped"].startswith(why)
+    for name in ("report.md", "junit.xml"):
+        assert why in (results / name).read_text(), name
+    # Without LLMTT_ENABLED=1 the paid judge is not asked either, and says why.
+    again = doit(root, "run", env={"HOME": str(tmp_path)})
+    assert again.code != 0 and "set LLMTT_ENABLED=1" in again.text, again.text
 
 
 def _blessed_two_runs(tmp_path: Path) -> Path:

@@ -7,6 +7,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+from conftest import Project
+
 from llmtt.redaction import Redactor
 from llmtt.results import append_result, sync_results_db
 
@@ -77,3 +79,36 @@ def test_a_results_db_from_before_the_offset_was_kept_gets_only_the_missing_line
         handle.write(json.dumps(_record(2)) + "\n")
     sync_results_db(path)
     assert _rows(path) == _lines(path) and len(_rows(path)) == 3
+
+
+def test_an_evaluation_done_again_adds_no_second_record_but_a_new_one_does(
+    project: Project,
+) -> None:
+    """A kill between the results.jsonl append and doit saving the evaluate layer made the
+    next `doit run` evaluate again and append the same evaluation twice (here the layer is
+    forgotten instead, which has the same effect)."""
+    project.write("llmtt.toml", "")
+    project.write("scenarios/s.yaml", SCENARIO.format(substring="hello"))
+    assert project.doit("run").code == 0
+    path = project.results() / "results.jsonl"
+    first = _lines(path)
+    assert len(first) == 1 and first[0]["evaluation_id"]
+    assert project.doit("forget", "s/oracle/r1:evaluate").code == 0
+    again = project.doit("run")
+    assert again.executed()[:1] == ["s/oracle/r1:evaluate"], again.out
+    assert _lines(path) == first and _rows(path) == first
+    # A changed gate is a new evaluation of the same attempt: a new record.
+    project.write("scenarios/s.yaml", SCENARIO.format(substring="hell"))
+    assert project.doit("run").code == 0
+    # And so is a new attempt of the agent (run.json is new) with the same keys.
+    assert project.doit("forget", "s/oracle/r1:agent").code == 0
+    assert project.doit("run").code == 0
+    records = _lines(path)
+    assert len(records) == 3 and len({r["evaluation_id"] for r in records}) == 3
+    assert _rows(path) == records
+
+
+SCENARIO = (
+    "task: {{prompt: Say hello.}}\nsolution: ['echo hello > out.txt']\n"
+    "evaluation:\n  gates:\n    - {{type: file_contains, path: out.txt, substring: {substring}}}\n"
+)

@@ -216,3 +216,20 @@ def test_the_transcript_is_private_and_reports_follow_the_umask(
     assert mode(results / "report.md") == 0o644
     shared = {str(p.relative_to(results)): oct(mode(p)) for p in artifacts(results)}
     assert set(shared.values()) == {oct(0o644)}, shared
+
+
+def test_error_messages_on_the_console_mask_secrets(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An error that repeats what the user typed (a selection, a path) does not print a key
+    set in the environment or one that looks like a key."""
+    from llmtt.cli import main
+
+    project.write("llmtt.toml", "")
+    project.write("scenarios/s.yaml", "task: {prompt: Do it.}\nsolution: ['true']\n")
+    typo = project.doit("run", f"scenario={FROM_PROCESS}", env={"MY_API_KEY": FROM_PROCESS})
+    assert typo.code != 0 and "no such scenario" in typo.err, typo.err
+    assert FROM_PROCESS[:8] not in typo.out + typo.err and MASK in typo.err
+    assert main(["validate", str(project.root / KEY_SHAPED)]) == 2
+    err = capsys.readouterr().err
+    assert "llmtt: " in err and KEY_SHAPED[:8] not in err and MASK in err, err

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,8 @@ from llmtt.evaluation.interaction import find_target_commands, interaction_metri
 from llmtt.evaluation.outcome import composite_score, decide
 from llmtt.evaluation.transcript import transcript_events
 from llmtt.events import Event, ToolCall, read_events
+from llmtt.hashing import hash_file, hash_value
+from llmtt.models import ResolvedModel, missing_key
 from llmtt.plan import Run
 from llmtt.project import Project
 from llmtt.redaction import Redactor
@@ -67,12 +71,20 @@ def settle(
     metrics: dict[str, Any],
     gates: list[dict[str, Any]],
     judge: dict[str, Any] | None,
+    *,
+    refused: str | None = None,
 ) -> dict[str, Any]:
     """The outcome from gates and judge: metrics.json, result.json, a results.jsonl line;
-    returns the result record (redacted, like the files it goes into)."""
+    returns the result record (redacted, like the files it goes into).
+
+    A run not carried out (its agent or, `refused`, its judge) gets outcome `error` and no
+    results.jsonl line: it stays pending, and the reports list it.
+    """
     redact = Redactor.of(project)
     if info["status"] == "error":
         outcome, reason = "error", f"run could not be carried out: {info['error']}"
+    elif refused is not None:
+        outcome, reason = "error", f"the judge did not run: {refused}"
     else:
         outcome, reason = decide(gates, judge, timed_out_after=_timed_out_after(run, info))
     score = judge.get("weighted_score") if judge is not None else None
@@ -81,16 +93,25 @@ def settle(
         metrics["judge_score"] = score
     write_json(run.dir / "metrics.json", metrics, redact)
     record: dict[str, Any] = redact.value(result_record(run, info, metrics, judge, gates))
+    # Names this evaluation of this agent attempt: evaluating it again (after a kill between
+    # the append and doit saving the layer) must not add a second line for it.
+    keys = [run.eval_key, run.judge.key if run.judge else None]
+    record["evaluation_id"] = hash_value([hash_file(run.dir / "run.json"), keys])
     write_json(run.dir / "result.json", record, redact)
-    if info["status"] != "error":
+    if outcome != "error":
         append_result(project.results_dir / "results.jsonl", record, redact)
     return record
 
 
-def judge_run(project: Project, run: Run) -> dict[str, Any]:
-    """Layer 3 of a run, then its outcome; a paid judge needs LLMTT_ENABLED=1."""
-    import os
+def judge_run(
+    project: Project, run: Run, reserve: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Layer 3 of a run, then its outcome.
 
+    `reserve(prompt)` holds the judge's money before it is asked (raising LlmttError when the
+    budget is spent). A judge that may not run (no LLMTT_ENABLED=1 for a paid model, no key,
+    no budget) leaves the run's outcome `error` with the reason, the reports still written.
+    """
     from llmtt.atomic import read_jsonl
     from llmtt.evaluation.judge import build_prompt, judge
     from llmtt.models import resolve_model
@@ -104,10 +125,6 @@ def judge_run(project: Project, run: Run) -> dict[str, Any]:
         write_json(run.dir / "judge.json", {"format": 1, "skipped": "run could not be carried out"})
         return settle(project, run, info, metrics, gates, None)
     model = resolve_model(run.judge.model, project.config.models)
-    if not model.free and os.environ.get("LLMTT_ENABLED") != "1":
-        raise LlmttError(
-            f"{run.run_id}: the judge ({run.judge.model}) can spend money; set LLMTT_ENABLED=1"
-        )
     rubric = project.rubrics[run.judge.rubric]
     prompt = build_prompt(
         run.scenario.spec.task.prompt,
@@ -117,10 +134,27 @@ def judge_run(project: Project, run: Run) -> dict[str, Any]:
         project.config.judge.max_transcript_chars,
         redact,
     )
+    refusal = _judge_refusal(model)
+    if refusal is None and reserve is not None:
+        try:
+            reserve(prompt)
+        except LlmttError as exc:
+            refusal = str(exc)
+    if refusal is not None:
+        write_json(run.dir / "judge.json", {"format": 1, "skipped": refusal}, redact)
+        return settle(project, run, info, metrics, gates, None, refused=refusal)
     record = judge(model, rubric, prompt, run.judge.threshold)
     record["rubric"] = str(run.judge.rubric)
     write_json(run.dir / "judge.json", record, redact)
     return settle(project, run, info, metrics, gates, record)
+
+
+def _judge_refusal(model: ResolvedModel) -> str | None:
+    """Why the judge may not be asked, or None."""
+    if not model.free and os.environ.get("LLMTT_ENABLED") != "1":
+        return f"the judge ({model.name}) can spend money; set LLMTT_ENABLED=1"
+    missing = missing_key(model)
+    return f"the judge ({model.name}) cannot run: {missing}" if missing else None
 
 
 def _timed_out_after(run: Run, info: dict[str, Any]) -> float | None:

@@ -18,6 +18,8 @@ from llmtt.redaction import Redactor
 from llmtt.rubric import Rubric
 
 JUDGE_FORMAT = 1
+# The longest answer asked for; the budget holds two (the answer and one repair).
+MAX_ANSWER_TOKENS = 2000
 
 SYSTEM = """You grade how well an AI coding agent carried out a task with a command-line tool.
 Score each rubric criterion from 0.0 (not at all) to 1.0 (fully), from the evidence given.
@@ -145,6 +147,7 @@ def judge(
                 max_retries=max_retries,
                 backoff_secs=backoff_secs,
                 timeout_secs=timeout_secs,
+                max_tokens=MAX_ANSWER_TOKENS,
             )
         except ProviderStop as exc:
             return _failed(record, f"judge error: provider error: {exc}")

@@ -16,6 +16,7 @@ import multiprocessing
 import multiprocessing.util
 import os
 import signal
+import time
 from types import FrameType
 
 _PR_SET_PDEATHSIG = 1
@@ -62,14 +63,30 @@ def install() -> None:
     if _PARENT is None:
         _PARENT = _Parent()
         multiprocessing.util.register_after_fork(_PARENT, _die_with_parent)
+        atexit.register(end_workers)  # before multiprocessing's own wait, which has no limit
+
+
+def end_workers(grace_secs: float = 5.0) -> None:
+    """Wait a little for doit's workers to end, then kill those that did not.
+
+    doit stops its workers with SIGTERM when interrupted, but a worker idle in its job
+    queue can miss it (seen under load: the signal is taken while the worker is between
+    jobs, and it waits for a job that never comes); the interpreter would then wait for it
+    forever. Whatever such a worker started is ended by the watchdog once doit has gone.
+    """
+    deadline = time.monotonic() + grace_secs
+    for child in multiprocessing.active_children():
+        child.join(max(0.0, deadline - time.monotonic()))
+    for child in multiprocessing.active_children():
+        child.kill()
+        child.join(1)
 
 
 def exit_terminated() -> None:
     """End this process as killed by SIGTERM (status 143) once its workers have ended."""
 
     def die() -> None:
-        for child in multiprocessing.active_children():
-            child.join(10)
+        end_workers()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
 

@@ -95,6 +95,12 @@ class AgentSettings(Strict):
     parser: Literal["claude-code", "opencode", "codex"] | None = Field(
         None, description="How to read a `command` agent's JSON lines; none: transcript only."
     )
+    command_marker: str = Field(
+        "$ ",
+        min_length=1,
+        description="A `command` agent without a parser: the prompt that starts each command "
+        "line of its transcript (what follows is the command; no other line is counted).",
+    )
     version_command: str | None = Field(None, description="How to ask a `command` agent's version.")
     free: bool = Field(
         False,

@@ -12,7 +12,8 @@ from llmtt.errors import LlmttError
 from llmtt.evaluation.gates import GateContext, run_gates
 from llmtt.evaluation.interaction import find_target_commands, interaction_metrics
 from llmtt.evaluation.outcome import composite_score, decide
-from llmtt.evaluation.transcript import transcript_events
+from llmtt.evaluation.target_commands import matcher_for
+from llmtt.evaluation.transcript import DEFAULT_MARKER, transcript_events
 from llmtt.events import Event, ToolCall, read_events
 from llmtt.hashing import hash_file, hash_value
 from llmtt.models import ResolvedModel, missing_key
@@ -32,19 +33,22 @@ def evaluate_run(project: Project, run: Run) -> dict[str, Any] | None:
     judge task settles it (see `settle`) and this returns None.
     """
     info = read_json(run.dir / "run.json")
-    pattern = run.target.effective_pattern()
+    matcher = matcher_for(project, run.scenario)
     metrics: dict[str, Any] = {"format": METRICS_FORMAT, "run_id": run.run_id}
     gates: list[dict[str, Any]] = []
     if info["status"] != "error":
-        events, source = _events(run.dir, pattern, structured=info.get("structured_events", True))
-        metrics.update(interaction_metrics(events, pattern, free=bool(info.get("free"))))
+        settings = project.config.agents.get(run.agent)
+        marker = settings.command_marker if settings else DEFAULT_MARKER
+        structured = info.get("structured_events", True)
+        events, source = _events(run.dir, marker, structured=structured)
+        metrics.update(interaction_metrics(events, matcher, free=bool(info.get("free"))))
         metrics["source"] = source
         ws = Workspace(run.dir, run.dir / "workspace", run.dir / "home")
         ctx = GateContext(
             workspace=ws.workspace,
             env=ws.env(run.target.env),
             timeout_secs=project.config.run.gate_timeout_secs,
-            target_commands=find_target_commands(events, pattern),
+            target_commands=find_target_commands(events, matcher),
         )
         gates = run_gates(run.scenario.spec.evaluation.gates, ctx)
     write_json(
@@ -185,12 +189,13 @@ def _outcome_fields(
     return fields
 
 
-def _events(run_dir: Path, pattern: str | None, *, structured: bool) -> tuple[list[Event], str]:
-    """The run's events, and where its tool calls came from (`events` or `transcript`)."""
+def _events(run_dir: Path, marker: str, *, structured: bool) -> tuple[list[Event], str]:
+    """The run's events, and where its tool calls came from (`events` or `transcript`: the
+    lines that start with the agent's command `marker`)."""
     path = run_dir / "events.jsonl"
     events = read_events(path) if path.exists() else []
     if structured or any(isinstance(e, ToolCall) for e in events):
         return events, "events"
     transcript = run_dir / "transcript.raw.txt"
     text = transcript.read_text(encoding="utf-8", errors="replace") if transcript.exists() else ""
-    return events + transcript_events(text, pattern), "transcript"
+    return events + transcript_events(text, marker), "transcript"

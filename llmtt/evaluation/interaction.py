@@ -2,38 +2,23 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from llmtt.evaluation.target_commands import TargetCommand, TargetMatcher, target_commands
 from llmtt.events import Complete, Event, ToolCall, ToolResult, Usage
 
-_SEPARATOR = re.compile(r"\s*(?:&&|\|\||;|\||\n)\s*")
+__all__ = ["NO_SUBCOMMAND", "TargetCommand", "find_target_commands", "interaction_metrics"]
 NO_SUBCOMMAND = "(none)"
 
 
-@dataclass(frozen=True)
-class TargetCommand:
-    """One tool call that invoked the target."""
-
-    command: str
-    normalised: str
-    subcommand: str | None
-    exit_code: int | None
-    help: bool
-
-
-def normalise(command: str) -> str:
-    """Collapse white space."""
-    return " ".join(command.split())
-
-
-def find_target_commands(events: Sequence[Event], pattern: str | None) -> list[TargetCommand]:
-    """Target commands in order, each paired with its tool result's exit code."""
-    if pattern is None:
+def find_target_commands(
+    events: Sequence[Event], matcher: TargetMatcher | None
+) -> list[TargetCommand]:
+    """Target commands in order, from every tool call's line, with exit codes where certain
+    (docs/metrics.md, "Target commands")."""
+    if matcher is None:
         return []
-    regex = re.compile(pattern)
     results: dict[str, ToolResult] = {}
     pending: list[ToolCall] = []
     unpaired: dict[int, ToolResult] = {}
@@ -51,30 +36,10 @@ def find_target_commands(events: Sequence[Event], pattern: str | None) -> list[T
                 unpaired[id(pending.pop(0))] = event
     out = []
     for call in calls:
-        match = regex.search(call.command)
-        if match is None:
-            continue
         result = results.get(call.id) if call.id is not None else None
         result = result or unpaired.get(id(call))
-        sub = match.group(1) if regex.groups and match.group(1) else None
-        out.append(
-            TargetCommand(
-                command=call.command,
-                normalised=normalise(call.command),
-                subcommand=sub,
-                exit_code=result.exit_code if result else None,
-                help=_is_help(call.command[match.start() :], sub),
-            )
-        )
+        out.extend(target_commands(call.command, result.exit_code if result else None, matcher))
     return out
-
-
-def _is_help(invocation: str, subcommand: str | None) -> bool:
-    if subcommand == "help":
-        return True
-    segment = _SEPARATOR.split(invocation, maxsplit=1)[0]
-    tokens = segment.split()
-    return "--help" in tokens or "-h" in tokens or (len(tokens) > 1 and tokens[1] == "help")
 
 
 def _rate(part: int, whole: int) -> float | None:
@@ -82,14 +47,17 @@ def _rate(part: int, whole: int) -> float | None:
 
 
 def interaction_metrics(
-    events: Sequence[Event], pattern: str | None, *, free: bool
+    events: Sequence[Event], matcher: TargetMatcher | None, *, free: bool
 ) -> dict[str, Any]:
-    """Every metric of DESIGN.md's table, under its name; rates over zero commands are null."""
-    commands = find_target_commands(events, pattern)
+    """Every metric of DESIGN.md's table, under its name. Rates over zero commands are null,
+    and so are the rates over exit codes (errors, first-try successes) when every exit is
+    unknown."""
+    commands = find_target_commands(events, matcher)
     total = len(commands)
     unique = len({c.normalised for c in commands})
     errors = sum(1 for c in commands if c.exit_code not in (0, None))
     unknown = sum(1 for c in commands if c.exit_code is None)
+    known = total > unknown
     after_failure = _retries_after_failure(commands)
     first_try = sum(
         1
@@ -113,9 +81,9 @@ def interaction_metrics(
         "retry_rate": _rate(total - unique, total),
         "retries_after_failure": sum(after_failure),
         "help_invocations": sum(1 for c in commands if c.help),
-        "first_try_success_rate": _rate(first_try, total),
+        "first_try_success_rate": _rate(first_try, total) if known else None,
         "iteration_ratio": _rate(unique, total),
-        "error_rate": _rate(errors, total),
+        "error_rate": _rate(errors, total) if known else None,
         "by_subcommand": dict(sorted(by_sub.items())),
     }
     metrics.update(_run_totals(events, free=free))

@@ -227,8 +227,19 @@ def first_operand(words: tuple[Word, ...], index: int) -> str | None:
 def target_commands(
     line: str, exit_code: int | None, matcher: TargetMatcher
 ) -> list[TargetCommand]:
-    """The target commands of one tool call's line, in order, each with its exit code when
-    the line's `exit_code` certainly is its own (see docs/metrics.md)."""
+    """The target commands of one tool call's line, in order (docs/metrics.md has the rules).
+
+    The line's `exit_code` goes to a target command only where it is certainly its own: the
+    line's last and-or chain (unless `&` ends it) gets it; in that chain, a lone pipeline gets
+    it, an `&&`-only chain that exited 0 gives 0 to each pipeline, an `||`-only chain that
+    exited non-zero gives it to its last pipeline; in a pipeline, the last command gets it
+    (under pipefail, 0 gives every command 0); `!` turns non-zero into 0; subshells and groups
+    pass it to their own list; a wrapper passes it unless it may be the wrapper's own; a
+    shell's `-c` string is a line of its own. Everything else is None: earlier chains, mixed
+    chains, substitutions, bodies of if/while/for/case, exit 1 with a file redirection, every
+    command of a line holding exit/return/trap/eval/source/exec/a function definition or
+    errexit with a non-zero exit, and a line the lexer cannot read.
+    """
     try:
         script = parse(line)
     except ShellSyntaxError:

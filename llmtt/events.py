@@ -58,13 +58,26 @@ class ToolResult(_Event):
 
 
 class Usage(_Event):
-    """Tokens and cost of one model turn."""
+    """Tokens and cost of one model request, as soon as the agent reports it.
+
+    `input_tokens` is uncached input only; cache reads and writes are counted apart. A `side`
+    request (a title, a compaction, a summary) is not a turn of the agent loop. A `total`
+    gives the agent's own final figures for the whole run: it replaces the per-request
+    events before it (which a killed run keeps). `cost_usd` is known only from a price llmtt
+    or the user has for the model (`cost_source` says which); what the client computed is
+    `client_cost_usd`, never taken as known. See docs/metrics.md.
+    """
 
     event: Literal["usage"]
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     cost_usd: float | None = None
+    cost_source: str | None = None
+    client_cost_usd: float | None = None
+    side: bool = False
+    total: bool = False
 
 
 class Message(_Event):
@@ -83,7 +96,8 @@ class Complete(_Event):
     duration_secs: float
     timed_out: bool = False
     natural_stop: bool | None = None
-    turns: int | None = None  # model turns, when the agent reports them
+    turns: int | None = None  # model turns, when the agent counts them and usage cannot
+    reason: str | None = None  # why the agent stopped early (a limit, an endpoint error)
 
 
 Event = Annotated[

@@ -146,11 +146,18 @@ def expected_cost(run: Run, history: list[dict[str, Any]], models: Any) -> float
 
 
 def events_cost(path: Path) -> float | None:
-    """What a run's usage events add up to; None when any turn's cost is unknown."""
-    total = 0.0
+    """What a run's usage events add up to (an agent's totals replacing the per-request
+    figures before them, side requests included); None when any needed cost is unknown."""
+    from pydantic import ValidationError
+
+    from llmtt.evaluation.usage import run_usage
+    from llmtt.events import Usage
+
+    usages = []
     for event in read_jsonl(path):
         if event.get("event") == "usage":
-            if event.get("cost_usd") is None:
+            try:
+                usages.append(Usage.model_validate(event))
+            except ValidationError:
                 return None
-            total += float(event["cost_usd"])
-    return round(total, 8)
+    return run_usage(usages).cost

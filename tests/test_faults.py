@@ -128,18 +128,26 @@ def test_the_processes_of_an_invocation_killed_by_sigkill_are_ended_by_its_watch
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     # run_shell's own clean-up ended its group; start the orphans now, as a killed run would.
+    # And one that cleared its environment and left the process group, in the same session.
     orphan = subprocess.Popen(
-        ["bash", "-c", "setsid sleep 41.7 & sleep 41.8 & wait"],
+        [
+            "bash",
+            "-c",
+            "setsid sleep 41.7 & sleep 41.8 & env -i sh -c 'set -m; sleep 41.9 & wait' & wait",
+        ],
         env={"PATH": os.environ["PATH"], "LLMTT_INVOCATION": _token(proc.pid)},
         start_new_session=True,
     )
-    assert _count("sleep 41.[78]") == 2
+    deadline = time.monotonic() + 5
+    while _count("sleep 41.[789]") < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _count("sleep 41.[789]") == 3
     proc.kill()
     proc.wait(10)
     deadline = time.monotonic() + 8
-    while _count("sleep 41.[5-8]") and time.monotonic() < deadline:
+    while _count("sleep 41.[5-9]") and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _count("sleep 41.[5-8]") == 0
+    assert _count("sleep 41.[5-9]") == 0
     orphan.wait(10)
 
 

@@ -87,29 +87,39 @@ def _wait_for_end(pid: int, ticks: int | None) -> None:
         time.sleep(0.2)
 
 
-def _marked_pids(needle: bytes) -> list[int]:
+def _marked_pids(needle: bytes, spare: frozenset[int] = frozenset()) -> list[int]:
+    """Processes carrying the mark, and every process in a session one of them is in.
+
+    A run's agent, commands and gates run in sessions of their own; a process in there that
+    cleared its environment (`env -i`) and left its process group still belongs to the
+    session. Sessions in `spare` (the invocation's own, the user's terminal) are never swept.
+    """
     me = os.getpid()
-    found = []
+    marked, sessions = [], {}
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
+        pid = int(name)
         try:
             with open(f"/proc/{name}/environ", "rb") as handle:
                 environ = handle.read()
+            sessions[pid] = os.getsid(pid)
         except OSError:
             continue
         if needle in environ.split(b"\0"):
-            found.append(int(name))
-    return found
+            marked.append(pid)
+    swept = {sessions[pid] for pid in marked} - spare - {0, 1, os.getsid(0)}
+    return sorted(set(marked) | {pid for pid, sid in sessions.items() if sid in swept})
 
 
-def sweep(token: str, sweep_secs: float = SWEEP_SECS) -> int:
-    """Kill every process carrying `token`'s mark until none is left; how many were killed."""
+def sweep(token: str, sweep_secs: float = SWEEP_SECS, spare: frozenset[int] = frozenset()) -> int:
+    """Kill every process carrying `token`'s mark, and the rest of their sessions, until none
+    is left; how many were killed."""
     needle = f"{MARK}={token}".encode()
     killed: set[int] = set()
     deadline = time.monotonic() + sweep_secs
     while time.monotonic() < deadline:
-        pids = _marked_pids(needle)
+        pids = _marked_pids(needle, spare)
         if not pids:
             break
         for pid in pids:
@@ -125,11 +135,15 @@ def sweep(token: str, sweep_secs: float = SWEEP_SECS) -> int:
 def main(argv: list[str]) -> int:
     """Wait for the invocation `argv` names to end, then end what it left behind."""
     pid, ticks, token = int(argv[0]), (int(argv[1]) if argv[1] != "None" else None), argv[2]
+    try:
+        spare = frozenset({os.getsid(pid)})  # doit's own session: the user's terminal
+    except OSError:
+        spare = frozenset()
     _wait_for_end(pid, ticks)
     needle = f"{MARK}={token}".encode()
-    if _marked_pids(needle):
+    if _marked_pids(needle, spare):
         time.sleep(GRACE_SECS)  # workers that are still ending their runs finish first
-        sweep(token)
+        sweep(token, spare=spare)
     return 0
 
 

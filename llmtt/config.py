@@ -115,6 +115,10 @@ class AgentSettings(Strict):
     retry_backoff_secs: float = Field(2.0, ge=0, description="litellm agent: first retry delay.")
 
 
+# Agent settings read only by the evaluation: part of the evaluate key, not the agent's.
+EVALUATION_SETTINGS: set[str] = {"command_marker"}
+
+
 class ModelSpec(Strict):
     """How litellm reaches a model (`[models.<name>]`), and its price when litellm has none."""
 

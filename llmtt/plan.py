@@ -11,7 +11,7 @@ from typing import Any
 
 from llmtt import __version__, inputs
 from llmtt.agents.registry import known_agents, make_agent, unknown_agent
-from llmtt.config import TargetSpec
+from llmtt.config import EVALUATION_SETTINGS, AgentSettings, TargetSpec
 from llmtt.errors import ConfigError, LlmttError
 from llmtt.evaluation.judge_version import JUDGE_VERSION
 from llmtt.hashing import Key, hash_file, hash_tree, hash_value
@@ -368,7 +368,7 @@ def _make_run(
         timeout_secs=keys.timeout_secs,
         max_turns=keys.max_turns,
         agent_key=agent_key,
-        eval_key=keys.evaluate,
+        eval_key={**keys.evaluate, "agent_settings": _evaluation_settings(project, agent)},
         report_key={"template": template_key, "llmtt": __version__},
         tags=tuple(scenario.spec.tags),
         judge=keys.judge,
@@ -379,7 +379,15 @@ def _agent_parts(project: Project, name: str, versions: Versions) -> tuple[str, 
     """The agent's version and its key part (name, version, settings)."""
     settings = project.config.agents.get(name)
     version = make_agent(project, name).version(versions.probe)
-    return version, hash_value([name, version, settings.model_dump() if settings else None])
+    # Settings that only the evaluation reads are in the evaluate key instead: editing them
+    # must not pay for the agent again (nor must a new such field when llmtt is upgraded).
+    dump = settings.model_dump(exclude=EVALUATION_SETTINGS) if settings else None
+    return version, hash_value([name, version, dump])
+
+
+def _evaluation_settings(project: Project, agent: str) -> str:
+    settings = project.config.agents.get(agent) or AgentSettings()
+    return hash_value(settings.model_dump(include=EVALUATION_SETTINGS))
 
 
 def _variant_key(project: Project, variant: str | None) -> str:

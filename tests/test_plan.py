@@ -141,3 +141,19 @@ def test_variant_files_change_the_agent_key(demo: Project) -> None:
     assert first.agent_key["variant"] != second.agent_key["variant"]
     with pytest.raises(LlmttError, match="variant=v2: no \\[variants.v2\\] .*declared: v1, none"):
         plan(demo, variants=("v2",))
+
+
+def test_settings_only_the_evaluation_reads_move_the_evaluate_key_not_the_agents(
+    demo: Project,
+) -> None:
+    """Editing a `command` agent's transcript marker re-evaluates without paying for the
+    agent again; so does upgrading to an llmtt that adds such a setting."""
+    table = '\n[agents.oracle]\nargs = ["-x"]\n'
+    demo.write("llmtt.toml", GIT_TOML + table)
+    before = plan(demo).runs[0]
+    demo.write("llmtt.toml", GIT_TOML + table + 'command_marker = "> "\n')
+    after = plan(demo).runs[0]
+    assert before.agent_key == after.agent_key
+    assert before.eval_key["agent_settings"] != after.eval_key["agent_settings"]
+    demo.write("llmtt.toml", GIT_TOML + table.replace("-x", "-y"))
+    assert plan(demo).runs[0].agent_key["agent"] != before.agent_key["agent"]

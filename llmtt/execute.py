@@ -8,6 +8,7 @@ the agent works and renamed when it is done, so a killed run never looks finishe
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import time
 from collections.abc import Callable
@@ -76,6 +77,7 @@ def execute_run(
             "exit_code": outcome.exit_code,
             "timed_out": outcome.timed_out,
             "natural_stop": outcome.natural_stop,
+            "stop_reason": outcome.reason or _stop_reason(run.dir / "events.jsonl"),
             "error": outcome.error,
             "free": agent.free or run.model == SCRIPTED,
             "structured_events": agent.structured_events,
@@ -192,6 +194,22 @@ def _guidance(variant_files: list[str], workspace: Path) -> dict[str, str]:
                 text = text[:GUIDANCE_LIMIT] + f"\n[... {name} cut at {GUIDANCE_LIMIT:,} chars]\n"
             out[name] = text
     return out
+
+
+def _stop_reason(events: Path) -> str | None:
+    """The reason in the event log's `complete` event: what an agent that says why it stopped
+    only there (in its events) gave."""
+    try:
+        with open(events, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 65536))
+            last = handle.read().decode("utf-8", errors="replace").rstrip().rsplit("\n", 1)[-1]
+        record = json.loads(last)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    reason = record.get("reason") if record.get("event") == "complete" else None
+    return reason if isinstance(reason, str) else None
 
 
 def _error(message: str) -> AgentExit:

@@ -44,13 +44,15 @@ class RunContext:
 
 @dataclass(frozen=True)
 class AgentExit:
-    """How the agent's run ended. `error` means it could not be carried out at all."""
+    """How the agent's run ended. `error` means it could not be carried out at all; `reason`
+    says why a run that is a result stopped early (a limit, a timeout, an endpoint error)."""
 
     exit_code: int | None
     timed_out: bool
     duration_secs: float
     natural_stop: bool | None = None
     error: str | None = None
+    reason: str | None = None
 
 
 VersionProbe = Callable[[str, str | None, Mapping[str, str]], str]

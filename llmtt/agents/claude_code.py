@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from llmtt.agents.base import RunContext
-from llmtt.agents.cli import SCRIPTED, CliAgent, StreamParser
+from llmtt.agents.cli import SCRIPTED, CliAgent, Pricing, StreamParser, Tokens, figure
 from llmtt.events import EventWriter
 
 _EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (\d+)\b")
@@ -15,35 +15,96 @@ SHELL = "Bash"
 
 
 class ClaudeStream(StreamParser):
-    """Reads claude-code's stream-json lines."""
+    """Reads claude-code's stream-json lines.
 
-    def __init__(self, events: EventWriter, *, scripted: bool) -> None:
-        super().__init__(events, scripted=scripted)
+    Usage per model request: with `--include-partial-messages` the stream carries the API's own
+    events, `message_start` (input and cache figures) and `message_delta` (the final output
+    count); the request is complete at `message_stop`. Without them (a `command` agent, older
+    recordings) it is the usage on the `assistant` lines, which repeat one request's figures on
+    a line per content block (deduplicated by message id, the largest figures kept) and carry
+    only the provisional output count of `message_start`: the `result` total corrects it.
+    """
+
+    def __init__(self, events: EventWriter, pricing: Pricing) -> None:
+        super().__init__(events, pricing)
         self._tools: dict[str, str] = {}  # tool_use id -> tool name
+        self._partial = False  # the stream carries the API's events
+        self._pending: tuple[str, Tokens] | None = None  # a request whose usage is not out yet
+        self._done: set[str] = set()  # message ids whose usage was emitted
 
     def handle(self, obj: dict[str, Any]) -> None:
-        """assistant -> tool_call / message; user -> tool_result; result -> usage, stop."""
+        """stream_event -> usage; assistant -> tool_call / message; user -> tool_result;
+        result -> the total, how it stopped."""
         kind = obj.get("type")
-        if kind == "assistant":
-            for block in obj.get("message", {}).get("content", []):
-                self._assistant_block(block)
+        if kind == "stream_event":
+            self._partial = True
+            self._api_event(obj.get("event") or {})
+        elif kind == "assistant":
+            message = obj.get("message") or {}
+            if not self._partial:
+                self._seen(str(message.get("id")), _tokens(message.get("usage")))
+            for block in message.get("content") or []:
+                if isinstance(block, dict):
+                    self._assistant_block(block)
         elif kind == "user":
-            content = obj.get("message", {}).get("content", [])
+            if not self._partial:
+                # Tool results: the request that called them is over. (With the API's events,
+                # claude may run a call before that request's message_delta has come.)
+                self._flush()
+            content = (obj.get("message") or {}).get("content", [])
             for block in content if isinstance(content, list) else []:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
                     self._tool_result(block)
         elif kind == "result":
+            self._flush()
             self._result(obj)
+
+    def finish(self) -> None:
+        """A request cut off by the end of the run still counts, with what was seen of it."""
+        self._flush()
+
+    def _api_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event.get("message") or {}
+            self._seen(str(message.get("id")), _tokens(message.get("usage")))
+        elif kind == "message_delta" and self._pending is not None:
+            usage = event.get("usage") or {}
+            message_id, tokens = self._pending
+            # The delta's figures are cumulative; it may carry only the output count.
+            self._pending = (message_id, tokens.at_least(_tokens(usage)))
+        elif kind == "message_stop":
+            self._flush()
+
+    def _seen(self, message_id: str, tokens: Tokens) -> None:
+        """A request's figures, as one of its lines shows them."""
+        if message_id in self._done:
+            return
+        if self._pending is not None and self._pending[0] == message_id:
+            self._pending = (message_id, self._pending[1].at_least(tokens))
+            return
+        self._flush()
+        self.request()
+        self._pending = (message_id, tokens)
+
+    def _flush(self) -> None:
+        if self._pending is not None:
+            message_id, tokens = self._pending
+            self._pending = None
+            self._done.add(message_id)
+            self.usage(tokens)
 
     def _assistant_block(self, block: dict[str, Any]) -> None:
         if block.get("type") == "tool_use":
             name = str(block.get("name", ""))
-            self._tools[str(block.get("id"))] = name
+            call_id = str(block.get("id"))
+            self._tools[call_id] = name
+            self.called(call_id)
             tool_input = block.get("input") or {}
             command = tool_input.get("command") if name == SHELL else None
             self.events.emit(
                 "tool_call",
-                id=block.get("id"),
+                id=call_id,
                 tool=name,
                 command=command if isinstance(command, str) else json.dumps(tool_input),
             )
@@ -54,26 +115,34 @@ class ClaudeStream(StreamParser):
         output = _text(block.get("content"))
         call_id = str(block.get("tool_use_id"))
         exit_code = exit_code_of(self._tools.get(call_id), bool(block.get("is_error")), output)
+        self.answered(call_id)
         self.events.emit("tool_result", id=call_id, output=output, exit_code=exit_code)
 
     def _result(self, obj: dict[str, Any]) -> None:
-        usage = obj.get("usage") or {}
-        self.events.emit(
-            "usage",
-            input_tokens=int(usage.get("input_tokens") or 0)
-            + int(usage.get("cache_creation_input_tokens") or 0),
-            output_tokens=int(usage.get("output_tokens") or 0),
-            cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
-            cost_usd=self.cost(obj.get("total_cost_usd")),
-        )
-        self.turns = obj.get("num_turns")
-        self.natural_stop = obj.get("subtype") == "success" and not obj.get("is_error")
+        self.total(_tokens(obj.get("usage")), obj.get("total_cost_usd"))
+        subtype = obj.get("subtype")
+        self.natural_stop = subtype == "success" and not obj.get("is_error")
+        if subtype == "error_max_turns":
+            self.turn_limit_hit = True
+        elif not self.natural_stop:
+            said = obj.get("result") if isinstance(obj.get("result"), str) else ""
+            self.reason = f"claude-code stopped: {subtype}" + (f": {said[:300]}" if said else "")
         if obj.get("permission_denials"):
             denied = [
                 d.get("tool_input", {}).get("command", d.get("tool_name"))
                 for d in obj["permission_denials"]
             ]
             self.events.emit("output", text=f"claude-code denied permission for: {denied}")
+
+
+def _tokens(usage: Any) -> Tokens:
+    """Anthropic's usage: `input_tokens` is already the uncached input."""
+    return Tokens(
+        figure(usage, "input_tokens"),
+        figure(usage, "output_tokens"),
+        figure(usage, "cache_read_input_tokens"),
+        figure(usage, "cache_creation_input_tokens"),
+    )
 
 
 def exit_code_of(tool: str | None, is_error: bool, output: str) -> int | None:
@@ -102,9 +171,11 @@ class ClaudeCodeAgent(CliAgent):
     executable_name = "claude"
     package = "@anthropic-ai/claude-code@2.1.197"
     key_env = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+    own_turn_limit = True  # --max-turns
 
     def command(self, ctx: RunContext, exe: str) -> tuple[list[str], dict[str, str]]:
-        """`claude -p PROMPT --output-format stream-json --verbose --model M`."""
+        """`claude -p PROMPT --output-format stream-json --verbose --include-partial-messages
+        --model M --max-turns N`."""
         assert ctx.model is not None
         argv = [
             exe,
@@ -113,6 +184,8 @@ class ClaudeCodeAgent(CliAgent):
             "--output-format",
             "stream-json",
             "--verbose",
+            # The API's own events: each request's usage, its output count included, as it ends.
+            "--include-partial-messages",
             "--model",
             ctx.model,
             "--max-turns",
@@ -134,4 +207,4 @@ class ClaudeCodeAgent(CliAgent):
 
     def parser(self, ctx: RunContext) -> StreamParser:
         """A claude-code stream-json reader."""
-        return ClaudeStream(ctx.events, scripted=ctx.model == SCRIPTED)
+        return ClaudeStream(ctx.events, self.pricing(ctx))

@@ -1,8 +1,11 @@
 """What the real agent CLIs share: finding the binary, isolation, the run, the JSON-lines stream.
 
-An adapter says how to launch its CLI (`command`) and how to read its stream (a `StreamParser`);
-this module runs it under the PTY runner, feeds the parser line by line as output arrives, and
-closes the event log with the agent's own totals.
+An adapter says how to launch its CLI (`command`) and how to read its stream (a `StreamParser`,
+which emits the events docs/metrics.md describes: usage per model request as soon as the stream
+shows it, the agent's own totals, tool calls in the order the model issued them); this module
+runs it under the PTY runner, feeds the parser line by line as output arrives, stops the run at
+its turn limit, cost limit or session budget (`Limits`), and closes the event log with how it
+ended.
 """
 
 from __future__ import annotations
@@ -12,18 +15,25 @@ import os
 import re
 import shlex
 from abc import abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from llmtt import inputs
 from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
 from llmtt.agents.runner import run_in_pty
+from llmtt.config import ModelSpec
 from llmtt.events import EventWriter
+from llmtt.models import ResolvedModel, resolve_model
 from llmtt.workspace import tool_path
 
 _ANSI = re.compile(
     r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[78=>]"
 )
+# Control characters left once the sequences are gone, e.g. the shift-in (\x0f) of a terminal
+# reset that claude-code prints as it exits: not the agent's output.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 SCRIPTED = "scripted"
 
 
@@ -32,20 +42,105 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
-class StreamParser:
-    """Turns one agent's JSON lines into llmtt events, as they arrive."""
+@dataclass(frozen=True)
+class Tokens:
+    """Token figures of one model request (or of a whole run); `input` is the uncached input
+    only, cache reads and writes apart (docs/metrics.md)."""
 
-    def __init__(self, events: EventWriter, *, scripted: bool) -> None:
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    def fields(self) -> dict[str, int]:
+        """The figures under the `usage` event's names."""
+        return {
+            "input_tokens": self.input,
+            "output_tokens": self.output,
+            "cache_read_tokens": self.cache_read,
+            "cache_write_tokens": self.cache_write,
+        }
+
+    def at_least(self, other: Tokens) -> Tokens:
+        """The larger of each figure: several reports of one request, the latest most complete."""
+        return Tokens(
+            max(self.input, other.input),
+            max(self.output, other.output),
+            max(self.cache_read, other.cache_read),
+            max(self.cache_write, other.cache_write),
+        )
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """Who knows what the run's model costs. `source` is the usage events' `cost_source`:
+    `scripted` (the free scripted model), `user` (`[models.X]` prices, or a `command` agent
+    declared free), `llmtt` (litellm's price table); None: nobody priced the model and every
+    cost is unknown (null), whatever the client computed itself."""
+
+    source: str | None
+    model: ResolvedModel | None = None  # None with a source: it costs nothing
+
+    def cost(self, tokens: Tokens) -> float | None:
+        """What `tokens` cost, or None when unknown. Cached input is counted at the full input
+        price, as the litellm agent counts it (a price has no cache rates yet)."""
+        if self.source is None:
+            return None
+        if self.model is None:
+            return 0.0
+        total_in = tokens.input + tokens.cache_read + tokens.cache_write
+        return self.model.cost(total_in, tokens.output)
+
+
+SCRIPTED_PRICING = Pricing(SCRIPTED)
+
+
+def pricing_of(
+    model: str | None, models: Mapping[str, ModelSpec], *, free: bool = False
+) -> Pricing:
+    """The pricing of `model`: scripted, declared free, the user's prices, litellm's table,
+    else unknown."""
+    if model == SCRIPTED:
+        return SCRIPTED_PRICING
+    if free:
+        return Pricing("user")
+    if model is None:
+        return Pricing(None)
+    resolved = resolve_model(model, models)
+    if resolved.prices is not None:
+        return Pricing("user", resolved)
+    if resolved.cost(1, 1) is not None:  # litellm's table has the model
+        return Pricing("llmtt", resolved)
+    return Pricing(None)
+
+
+class StreamParser:
+    """Turns one agent's JSON lines into llmtt events, as they arrive.
+
+    An adapter calls `request()` when it sees a model request of the agent loop begin,
+    `usage()` once per request with its figures (the run's turns are these events), `total()`
+    with the agent's own figures for the whole run, and `called()` / `answered()` for the tool
+    calls, so that the harness can tell when the agent is about to make its next request
+    (`settled`) and stop it at the turn limit.
+    """
+
+    def __init__(self, events: EventWriter, pricing: Pricing) -> None:
         self.events = events
-        self.scripted = scripted
-        self.turns: int | None = None
+        self.pricing = pricing
+        self.turns = 0  # per-request usage events emitted
+        self.requests = 0  # model requests seen begun (ahead of `turns` while one streams)
+        self.per_request = True  # False: the agent reported no per-request usage
         self.natural_stop: bool | None = None
-        self.error: str | None = None
-        self.spent: float | None = 0.0  # running cost as the agent reports it; None: unknown
+        self.reason: str | None = None  # why the agent stopped early, as it says
+        self.turn_limit_hit = False  # the agent stopped itself at its own turn limit
+        self._requests_cost: float | None = 0.0  # known cost of the requests since the last total
+        self._totals_cost: float | None = 0.0
+        self._open: set[str] = set()  # calls of the latest request that have no result yet
+        self._called = False  # the latest request called a tool
 
     def line(self, text: str) -> None:
         """One line of the agent's output (JSON or not)."""
-        text = strip_ansi(text).strip()
+        text = _CONTROL.sub("", strip_ansi(text)).strip()
         if not text:
             return
         if text.startswith("{"):
@@ -62,18 +157,74 @@ class StreamParser:
     def handle(self, obj: dict[str, Any]) -> None:
         """One JSON object of the agent's stream."""
 
-    def finish(self) -> None:
-        """Called once after the process ended: emit totals that only the end knows."""
+    def poll(self) -> None:
+        """Look at what the agent wrote elsewhere (asked often while it runs, and at its end)."""
 
-    def cost(self, reported: float | None) -> float | None:
-        """The scripted model costs nothing, whatever price the client computed. Adds the
-        turn's cost to the running total that the run's cost limit watches."""
-        cost = 0.0 if self.scripted else reported
-        if cost is None or self.spent is None:
-            self.spent = None
-        else:
-            self.spent += float(cost)
+    def finish(self) -> None:
+        """Called once after the process ended: emit what only the end reveals."""
+
+    @property
+    def spent(self) -> float | None:
+        """The run's cost so far from known prices (totals replacing the requests they cover);
+        None when a cost is unknown."""
+        if self._requests_cost is None or self._totals_cost is None:
+            return None
+        return self._totals_cost + self._requests_cost
+
+    @property
+    def settled(self) -> bool:
+        """The latest request called tools and every one has its result: the agent's next act
+        is another request."""
+        return self._called and not self._open
+
+    def request(self) -> None:
+        """A model request of the agent loop began."""
+        self.requests += 1
+        self._open.clear()
+        self._called = False
+
+    def called(self, call_id: str) -> None:
+        """The latest request called a tool."""
+        self._open.add(call_id)
+        self._called = True
+
+    def answered(self, call_id: str) -> None:
+        """A tool call got its result."""
+        self._open.discard(call_id)
+
+    def usage(self, tokens: Tokens, client_cost: Any = None, *, side: bool = False) -> None:
+        """One model request's usage event; a request of the loop is a turn."""
+        cost = self._emit(tokens, client_cost, side=side)
+        if not side:
+            self.turns += 1
+        self._requests_cost = _plus(self._requests_cost, cost)
+
+    def total(self, tokens: Tokens, client_cost: Any = None) -> None:
+        """The agent's own figures for the whole run: they replace the requests before them."""
+        cost = self._emit(tokens, client_cost, total=True)
+        self._totals_cost = _plus(self._totals_cost, cost)
+        self._requests_cost = 0.0
+
+    def _emit(self, tokens: Tokens, client_cost: Any, **flags: bool) -> float | None:
+        cost = self.pricing.cost(tokens)
+        fields: dict[str, Any] = {**tokens.fields(), "cost_usd": cost}
+        if cost is not None:
+            fields["cost_source"] = self.pricing.source
+        if isinstance(client_cost, int | float) and not isinstance(client_cost, bool):
+            fields["client_cost_usd"] = float(client_cost)
+        fields.update({name: True for name, on in flags.items() if on})
+        self.events.emit("usage", **fields)
         return cost
+
+
+def figure(source: Any, name: str) -> int:
+    """A token figure from a JSON object: its number under `name`, else 0."""
+    value = source.get(name) if isinstance(source, dict) else None
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def _plus(spent: float | None, cost: float | None) -> float | None:
+    return None if spent is None or cost is None else spent + cost
 
 
 class LineBuffer:
@@ -115,6 +266,7 @@ class CliAgent(Agent):
     executable_name: str
     package: str  # what to install, e.g. "@anthropic-ai/claude-code@2.1.197"
     key_env: tuple[str, ...] = ()  # variables that authenticate it with a real provider
+    own_turn_limit = False  # the CLI stops itself at ctx.max_turns (llmtt passes its flag)
 
     def executable(self) -> str | None:
         """The configured binary, else one on PATH, else the project's node_modules/.bin."""
@@ -177,6 +329,10 @@ class CliAgent(Agent):
     def parser(self, ctx: RunContext) -> StreamParser:
         """A fresh parser for this agent's stream in this run."""
 
+    def pricing(self, ctx: RunContext) -> Pricing:
+        """Who knows the price of the run's model (the usage events' cost and cost_source)."""
+        return pricing_of(ctx.model, ctx.models, free=self.free)
+
     def run(self, ctx: RunContext) -> AgentExit:
         """Launch the CLI under the PTY, normalise its stream, close with `complete`."""
         exe = self.executable()
@@ -187,19 +343,7 @@ class CliAgent(Agent):
         ctx.events.emit("spawn", command=argv[0], args=argv[1:])
         parser = self.parser(ctx)
         lines = LineBuffer(parser)
-        limit = ctx.max_usd
-        checked: list[float | None] = [None]  # the cost the session budget last saw
-        budget_stop: list[str | None] = [None]
-
-        def over_limit() -> bool:
-            # Agents that report cost as they go (opencode per step) are stopped at the limit.
-            if limit is not None and parser.spent is not None and parser.spent > limit:
-                return True
-            if parser.spent is not None and parser.spent != checked[0]:
-                checked[0] = parser.spent
-                budget_stop[0] = ctx.over_budget(parser.spent)
-            return budget_stop[0] is not None
-
+        limits = Limits(ctx, parser, own_turn_limit=self.own_turn_limit)
         result = run_in_pty(
             argv,
             cwd=ctx.workspace,
@@ -207,16 +351,20 @@ class CliAgent(Agent):
             timeout_secs=ctx.timeout_secs,
             transcript=ctx.transcript,
             on_output=lines.feed,
-            stop=over_limit,
+            stop=limits.reached,
         )
         lines.flush()
+        parser.poll()
         parser.finish()
-        if result.stopped:
-            ctx.events.emit(
-                "output",
-                text=budget_stop[0]
-                or f"cost limit reached: spent ${parser.spent or 0:.4f} of ${limit:g}",
-            )
+        reason = limits.reason if result.stopped else None
+        if reason is not None:
+            ctx.events.emit("output", text=reason)
+        elif result.timed_out:
+            reason = f"timed out after {ctx.timeout_secs:g}s"
+        elif parser.turn_limit_hit:
+            reason = f"turn limit reached ({ctx.max_turns} turns)"
+        else:
+            reason = parser.reason
         natural = False if result.timed_out or result.stopped else parser.natural_stop
         ctx.events.emit(
             "complete",
@@ -224,7 +372,8 @@ class CliAgent(Agent):
             duration_secs=round(result.duration_secs, 3),
             timed_out=result.timed_out,
             natural_stop=natural,
-            turns=parser.turns,
+            turns=parser.turns if parser.per_request else None,
+            **({"reason": reason} if reason else {}),
         )
         if result.timed_out:
             ctx.transcript.write(f"\n[llmtt: run timed out after {ctx.timeout_secs:g}s]\n".encode())
@@ -233,5 +382,60 @@ class CliAgent(Agent):
             timed_out=result.timed_out,
             duration_secs=result.duration_secs,
             natural_stop=natural,
-            error=budget_stop[0],
+            error=limits.budget if result.stopped and reason == limits.budget else None,
+            reason=reason,
         )
+
+
+class Limits:
+    """What stops a CLI run early, counted from its event stream: the turn limit (where the CLI
+    has no flag of its own), the scenario's cost limit and the session budget.
+
+    Costs count only where a price is known. When the cost is unknown nothing can be compared
+    with a limit in dollars: the run is then not stopped for its cost, and the event log says
+    so once.
+    """
+
+    def __init__(self, ctx: RunContext, parser: StreamParser, *, own_turn_limit: bool) -> None:
+        self.ctx = ctx
+        self.parser = parser
+        self.own_turn_limit = own_turn_limit
+        self.reason: str | None = None  # why the run was stopped
+        self.budget: str | None = None  # the session budget's reason: the run stays pending
+        self._checked: float | None = None  # the cost the session budget last saw
+        self._told = False
+
+    def reached(self) -> bool:
+        """Whether the run must stop now (asked after each read of its output)."""
+        self.parser.poll()
+        self.reason = self._turns() or self._cost()
+        return self.reason is not None
+
+    def _turns(self) -> str | None:
+        # The agent made max_turns requests and would make another one once the last one's
+        # tool calls have their results; a request beyond the limit stops even an agent that
+        # keeps its own count.
+        parser, limit = self.parser, self.ctx.max_turns
+        over = parser.requests > limit
+        if over or (not self.own_turn_limit and parser.requests == limit and parser.settled):
+            return f"turn limit reached ({limit} turns)"
+        return None
+
+    def _cost(self) -> str | None:
+        spent, ctx = self.parser.spent, self.ctx
+        if spent is None:
+            if not self._told and (ctx.max_usd is not None or ctx.session_budget is not None):
+                self._told = True
+                ctx.events.emit(
+                    "output",
+                    text=f"llmtt: no price is known for model {ctx.model!r}, so neither the "
+                    "cost limit nor the session budget can stop this run (give its prices in "
+                    "[models] input_usd_per_mtok and output_usd_per_mtok)",
+                )
+            return None
+        if ctx.max_usd is not None and spent > ctx.max_usd:
+            return f"cost limit reached: spent ${spent:.4f} of ${ctx.max_usd:g}"
+        if spent != self._checked:
+            self._checked = spent
+            self.budget = ctx.over_budget(spent)
+        return self.budget

@@ -1,99 +1,257 @@
-"""codex: `codex exec --json`, normalised into llmtt events."""
+"""codex: `codex exec --json`, normalised into llmtt events with the help of codex's rollout.
+
+`exec --json` reports usage only for the whole turn (`turn.completed`) and its commands in the
+order they finish. codex also writes its session as it goes to a "rollout" file under
+CODEX_HOME, `sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl`: the model's tool calls in
+the order it issued them (with the model's call ids), a `token_usage_record` for each model
+response, and each command's end with its exit code. The adapter reads that file while codex
+runs, and once more when it has ended (a killed run too), for the tool calls and the usage of
+each request; the stream gives the messages, the errors and the total. Without a rollout (a
+`command` agent whose codex writes elsewhere, another codex) the stream's commands are emitted
+when the run ends, in the order they finished, and only the total usage is known.
+"""
 
 from __future__ import annotations
 
+import glob
 import json
+import re
+import shlex
+from pathlib import Path
 from typing import Any
 
 from llmtt.agents.base import RunContext
-from llmtt.agents.cli import SCRIPTED, CliAgent, StreamParser, unwrap_shell
+from llmtt.agents.cli import (
+    SCRIPTED,
+    CliAgent,
+    Pricing,
+    StreamParser,
+    Tokens,
+    figure,
+    unwrap_shell,
+)
 from llmtt.events import EventWriter
 
 PROVIDER = "llmtt"
-# USD per million tokens (input, cached input, output). codex reports tokens but no cost, so
-# llmtt estimates it from this table; a model not in it gets a null cost, never a made-up 0.
-PRICES: dict[str, tuple[float, float, float]] = {
-    "gpt-5": (1.25, 0.125, 10.0),
-    "gpt-5-mini": (0.25, 0.025, 2.0),
-    "gpt-5-nano": (0.05, 0.005, 0.4),
-    "gpt-5-codex": (1.25, 0.125, 10.0),
-    "gpt-4.1": (2.0, 0.5, 8.0),
-    "gpt-4.1-mini": (0.4, 0.1, 1.6),
-    "o4-mini": (1.1, 0.275, 4.4),
-    "o3": (2.0, 0.5, 8.0),
-}
+SHELL_TOOLS = ("exec_command", "shell", "shell_command", "local_shell")
+CALL_ITEMS = ("function_call", "custom_tool_call", "local_shell_call")
+OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
+_EXITED = re.compile(r"^Process exited with code (-?\d+)$", re.MULTILINE)
+_OUTPUT = "\nOutput:\n"
 
 
-def estimate_cost(model: str | None, fresh: int, cached: int, output: int) -> float | None:
-    """Cost at list price, or None for a model without a price."""
-    price = PRICES.get((model or "").split("/")[-1])
-    if price is None:
-        return None
-    return round((fresh * price[0] + cached * price[1] + output * price[2]) / 1_000_000, 6)
+class Rollout:
+    """The complete JSON lines appended to a file since the last read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+        self._partial = b""
+
+    def read(self) -> list[dict[str, Any]]:
+        """The records written since the last call (a line still being written waits)."""
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read()
+        except OSError:
+            return []
+        self._offset += len(data)
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        records = []
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+        return records
 
 
 class CodexStream(StreamParser):
-    """Reads codex's JSONL events: command executions, messages, per-turn usage."""
+    """Reads codex's JSONL events and its rollout: tool calls in the model's order, usage per
+    model response, the turn's total."""
 
-    def __init__(self, events: EventWriter, *, scripted: bool, model: str | None) -> None:
-        super().__init__(events, scripted=scripted)
-        self.model = model
-        self.turns = 0
-        self._started: set[str] = set()
+    def __init__(self, events: EventWriter, pricing: Pricing, *, home: Path | None) -> None:
+        super().__init__(events, pricing)
+        self.home = home  # CODEX_HOME, where codex writes its rollout
+        self._thread: str | None = None
+        self._rollout: Rollout | None = None
+        self._calls: list[tuple[str, str, str]] = []  # (id, tool, command) awaiting their usage
+        self._begun = False  # the response of the held calls has been counted as a request
+        self._tools: set[str] = set()  # call ids emitted
+        self._done: set[str] = set()  # call ids with a result
+        self._stream: list[tuple[str, dict[str, Any]]] = []  # the stream's commands (fallback)
+        self._totals: list[Tokens] = []
 
     def handle(self, obj: dict[str, Any]) -> None:
-        """item.started/completed -> tool_call/tool_result/message; turn.completed -> usage."""
+        """thread.started -> the rollout; agent_message -> message; turn.completed -> the
+        total (emitted at the end, after the last request); failures -> the reason."""
         kind = obj.get("type")
         item = obj.get("item") or {}
-        if kind in ("item.started", "item.completed") and item.get("type") == "command_execution":
-            self._command(kind, item)
+        if kind == "thread.started":
+            self._thread = str(obj.get("thread_id") or "") or None
+            self.poll()
+        elif kind in ("item.started", "item.completed") and item.get("type") == "command_execution":
+            self._stream.append((kind, item))
         elif kind == "item.completed" and item.get("type") == "agent_message":
-            self.turns = (self.turns or 0) + 1
             self.events.emit("message", role="assistant", text=str(item.get("text", "")))
         elif kind == "item.completed" and item.get("type") == "error":
+            # e.g. "Model metadata for `scripted` not found": said, not counted.
             self.events.emit("output", text=f"codex: {item.get('message', '')}")
         elif kind == "turn.completed":
-            self._usage(obj.get("usage") or {})
+            self._totals.append(_tokens(obj.get("usage")))
             self.natural_stop = True
         elif kind in ("turn.failed", "error"):
             self.natural_stop = False
-            self.error = json.dumps(obj.get("error") or obj.get("message"))
-            self.events.emit("output", text=f"codex {kind}: {self.error}")
+            self.reason = f"codex {kind}: {json.dumps(obj.get('error') or obj.get('message'))}"
+            self.events.emit("output", text=self.reason)
 
-    def _command(self, kind: str, item: dict[str, Any]) -> None:
-        call_id = str(item.get("id"))
-        if call_id not in self._started:
-            # One model response asked for this command (codex does not count responses).
-            self._started.add(call_id)
-            self.turns = (self.turns or 0) + 1
-            command = unwrap_shell(str(item.get("command", "")))
-            self.events.emit("tool_call", id=call_id, tool="exec_command", command=command)
-        if kind == "item.completed":
-            exit_code = item.get("exit_code")
+    def poll(self) -> None:
+        """Read what codex has added to its rollout."""
+        if self._rollout is None:
+            self._rollout = self._find()
+            if self._rollout is None:
+                return
+        for record in self._rollout.read():
+            self._record(record)
+
+    def finish(self) -> None:
+        """Calls recorded without their usage; without a rollout, the stream's commands; then
+        the totals, after every request they cover."""
+        if self._calls:
+            self._emit_calls()
+        if self._rollout is None:
+            self.per_request = False
             self.events.emit(
-                "tool_result",
-                id=call_id,
-                output=str(item.get("aggregated_output", "")),
-                exit_code=exit_code if isinstance(exit_code, int) else None,
+                "output",
+                text="llmtt: codex's rollout was not found under CODEX_HOME: the usage of each "
+                "request and the order of parallel calls are unknown",
             )
+            self._stream_commands()
+        for tokens in self._totals:
+            self.total(tokens)
 
-    def _usage(self, usage: dict[str, Any]) -> None:
-        total_in = int(usage.get("input_tokens") or 0)
-        cached = int(usage.get("cached_input_tokens") or 0)
-        output = int(usage.get("output_tokens") or 0)
-        cost = estimate_cost(self.model, total_in - cached, cached, output)
-        self.events.emit(
-            "usage",
-            input_tokens=total_in,
-            output_tokens=output,
-            cache_read_tokens=cached,
-            cost_usd=self.cost(cost),
-            estimated=not self.scripted,
-        )
+    def _find(self) -> Rollout | None:
+        if self.home is None or self._thread is None:
+            return None
+        pattern = f"sessions/*/*/*/rollout-*-{glob.escape(self._thread)}.jsonl"
+        found = sorted(self.home.glob(pattern))
+        return Rollout(found[0]) if found else None
+
+    def _record(self, record: dict[str, Any]) -> None:
+        kind = record.get("type")
+        payload = record.get("payload") or {}
+        inner = payload.get("type")
+        if kind == "response_item" and inner in CALL_ITEMS:
+            self._calls.append(_call(payload))
+        elif kind == "token_usage_record":
+            tokens = _tokens(payload.get("usage"))
+            if not self._begun:
+                self.request()
+            self._begun = True
+            self.usage(tokens)
+            self._emit_calls()
+        elif kind == "event_msg" and inner == "item_completed":
+            item = payload.get("item") or {}
+            if item.get("type") == "CommandExecution":
+                code = item.get("exit_code")
+                output = str(item.get("aggregated_output", ""))
+                self._result(str(item.get("id")), output, code if isinstance(code, int) else None)
+        elif kind == "response_item" and inner in OUTPUT_ITEMS:
+            self._output(payload)
+
+    def _output(self, payload: dict[str, Any]) -> None:
+        """A call's output as the model got it: the result of a call that has no other (a
+        tool other than a command, or a command refused before it ran)."""
+        output = payload.get("output")
+        text = output if isinstance(output, str) else json.dumps(output)
+        exited = _EXITED.search(text)
+        shown = text.split(_OUTPUT, 1)[1] if exited and _OUTPUT in text else text
+        code = int(exited.group(1)) if exited else None
+        self._result(str(payload.get("call_id")), shown, code)
+
+    def _emit_calls(self) -> None:
+        if not self._begun:
+            self.request()
+        for call_id, tool, command in self._calls:
+            self._tools.add(call_id)
+            self.called(call_id)
+            self.events.emit("tool_call", id=call_id, tool=tool, command=command)
+        self._calls = []
+        self._begun = False
+
+    def _result(self, call_id: str, output: str, exit_code: int | None) -> None:
+        if call_id in self._done:
+            return
+        if call_id not in self._tools and any(c[0] == call_id for c in self._calls):
+            self._emit_calls()  # its output came before its response's usage record
+            self._begun = True  # that record, still to come, belongs to the same request
+        if call_id not in self._tools:
+            return
+        self._done.add(call_id)
+        self.answered(call_id)
+        self.events.emit("tool_result", id=call_id, output=output, exit_code=exit_code)
+
+    def _stream_commands(self) -> None:
+        started: set[str] = set()
+        for kind, item in self._stream:
+            call_id = str(item.get("id"))
+            if call_id not in started:
+                started.add(call_id)
+                command = unwrap_shell(str(item.get("command", "")))
+                self.events.emit("tool_call", id=call_id, tool="exec_command", command=command)
+            if kind == "item.completed":
+                code = item.get("exit_code")
+                self.events.emit(
+                    "tool_result",
+                    id=call_id,
+                    output=str(item.get("aggregated_output", "")),
+                    exit_code=code if isinstance(code, int) else None,
+                )
+
+
+def _tokens(usage: Any) -> Tokens:
+    """OpenAI's usage counts the cached input inside `input_tokens`: it is taken out."""
+    cached = figure(usage, "cached_input_tokens")
+    return Tokens(
+        max(0, figure(usage, "input_tokens") - cached),
+        figure(usage, "output_tokens"),  # reasoning included
+        cached,
+        figure(usage, "cache_write_input_tokens"),
+    )
+
+
+def _call(payload: dict[str, Any]) -> tuple[str, str, str]:
+    """(call id, tool, command) of a tool call item: a shell tool's command line as the model
+    wrote it, any other tool's arguments as JSON (never read as a shell line)."""
+    call_id = str(payload.get("call_id") or payload.get("id"))
+    if payload.get("type") == "local_shell_call":
+        action = payload.get("action") or {}
+        return call_id, "local_shell", _line(action.get("command"))
+    name = str(payload.get("name", ""))
+    raw = payload.get("arguments", payload.get("input", ""))
+    try:
+        arguments = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        arguments = raw
+    if name in SHELL_TOOLS and isinstance(arguments, dict):
+        command = arguments.get("cmd", arguments.get("command"))
+        if command is not None:
+            return call_id, name, _line(command)
+    return call_id, name, json.dumps(arguments)
+
+
+def _line(command: Any) -> str:
+    """A command line from a string or an argv (`["bash", "-lc", LINE]` gives LINE)."""
+    if isinstance(command, list):
+        return unwrap_shell(shlex.join(str(part) for part in command))
+    return str(command)
 
 
 class CodexAgent(CliAgent):
-    """OpenAI's codex CLI, `exec` mode, with its JSONL stream."""
+    """OpenAI's codex CLI, `exec` mode, with its JSONL stream and its rollout."""
 
     name = "codex"
     executable_name = "codex"
@@ -131,5 +289,5 @@ class CodexAgent(CliAgent):
         return argv, env
 
     def parser(self, ctx: RunContext) -> StreamParser:
-        """A codex JSONL reader (its cost estimate needs the model)."""
-        return CodexStream(ctx.events, scripted=ctx.model == SCRIPTED, model=ctx.model)
+        """A codex reader: its stream, and its rollout in the run's CODEX_HOME."""
+        return CodexStream(ctx.events, self.pricing(ctx), home=ctx.home / ".codex")

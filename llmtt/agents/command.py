@@ -68,20 +68,22 @@ class CommandAgent(CliAgent):
 
     def parser(self, ctx: RunContext) -> StreamParser:
         """The chosen CLI's stream reader, or none."""
-        scripted = ctx.model == SCRIPTED
+        pricing = self.pricing(ctx)
         if self.settings.parser == "claude-code":
             from llmtt.agents.claude_code import ClaudeStream
 
-            return ClaudeStream(ctx.events, scripted=scripted)
+            return ClaudeStream(ctx.events, pricing)
         if self.settings.parser == "opencode":
             from llmtt.agents.opencode import OpencodeStream
 
-            return OpencodeStream(ctx.events, scripted=scripted)
+            return OpencodeStream(ctx.events, pricing)
         if self.settings.parser == "codex":
             from llmtt.agents.codex import CodexStream
 
-            return CodexStream(ctx.events, scripted=scripted, model=ctx.model)
-        return _TranscriptOnly(ctx.events, scripted=scripted)
+            # Where that codex writes its rollout: its CODEX_HOME, else ~/.codex in the run.
+            home = ctx.env.get("CODEX_HOME") or str(ctx.home / ".codex")
+            return CodexStream(ctx.events, pricing, home=Path(home))
+        return _TranscriptOnly(ctx.events, pricing)
 
 
 def _fill(part: str, values: dict[str, str]) -> str:

@@ -6,61 +6,118 @@ import json
 from typing import Any
 
 from llmtt.agents.base import RunContext
-from llmtt.agents.cli import SCRIPTED, CliAgent, StreamParser
+from llmtt.agents.cli import SCRIPTED, CliAgent, Pricing, StreamParser, Tokens, figure
 from llmtt.events import EventWriter
 
 PROVIDER = "llmtt"
+CONTEXT_LIMIT = 200_000  # the scripted model's, in opencode's configuration
+OUTPUT_LIMIT = 32_000
 
 
 class OpencodeStream(StreamParser):
-    """Reads opencode's JSON events: tool_use parts, step_finish totals, text."""
+    """Reads opencode's JSON events: a `step_start` ... `step_finish` per model request, its
+    tool parts printed as each call completes, its usage at `step_finish`.
 
-    def __init__(self, events: EventWriter, *, scripted: bool) -> None:
-        super().__init__(events, scripted=scripted)
-        self.turns = 0
+    opencode runs a request's tool calls at once and prints them in the order they finish; a
+    step's tool parts are held until the step ends and emitted in the order the model issued
+    them, which is the order of their part ids (opencode numbers parts as it creates them, and
+    it creates a tool part as the model's stream names the call).
+
+    A compaction is a step of its own that ends with `stop`, followed by a synthetic text part
+    (`metadata.compaction_continue`) that sends the loop on: the usage of a step that ended
+    with `stop` waits for what comes next, and is a side request when that text follows.
+    opencode's title request does not appear in its stream at all.
+    """
+
+    def __init__(self, events: EventWriter, pricing: Pricing) -> None:
+        super().__init__(events, pricing)
+        self._step: list[dict[str, Any]] = []  # tool parts of the step in progress
+        self._in_step = False
+        self._stopped: tuple[Tokens, Any] | None = None  # a `stop` step's usage, held
 
     def handle(self, obj: dict[str, Any]) -> None:
-        """tool_use -> tool_call + tool_result; step_finish -> usage; text -> message."""
+        """step_start -> a request; tool_use -> held; step_finish -> usage, then the step's
+        tool calls in the model's order; text -> message."""
         kind = obj.get("type")
         part = obj.get("part") or {}
-        if kind == "tool_use":
-            self._tool(part)
+        if kind == "step_start":
+            self._release(side=False)
+            self._in_step = True
+            self.request()
+        elif kind == "tool_use":
+            self._step.append(part)
         elif kind == "step_finish":
-            tokens = part.get("tokens") or {}
-            cache = tokens.get("cache") or {}
-            self.turns = (self.turns or 0) + 1
-            self.events.emit(
-                "usage",
-                input_tokens=int(tokens.get("input") or 0),
-                output_tokens=int(tokens.get("output") or 0) + int(tokens.get("reasoning") or 0),
-                cache_read_tokens=int(cache.get("read") or 0),
-                cost_usd=self.cost(part.get("cost")),
-            )
-            self.natural_stop = part.get("reason") == "stop"
+            self._step_finish(part)
+        elif kind == "text" and part.get("synthetic"):
+            # Text opencode wrote itself (a user message), not the agent's words.
+            if (part.get("metadata") or {}).get("compaction_continue"):
+                self._release(side=True)
         elif kind == "text" and part.get("text"):
             self.events.emit("message", role="assistant", text=part["text"])
         elif kind == "error":
-            self.error = json.dumps(obj.get("error"))
-            self.events.emit("output", text=f"opencode error: {self.error}")
+            self.reason = f"opencode error: {json.dumps(obj.get('error'))}"
+            self.events.emit("output", text=self.reason)
+
+    def finish(self) -> None:
+        """The tool calls of a step cut off by the end of the run; the last `stop` step."""
+        self._release(side=False)
+        self._flush()
+
+    def _step_finish(self, part: dict[str, Any]) -> None:
+        if not self._in_step:
+            self.request()
+        self._in_step = False
+        tokens = part.get("tokens") or {}
+        cache = tokens.get("cache") or {}
+        figures = Tokens(
+            figure(tokens, "input"),
+            figure(tokens, "output") + figure(tokens, "reasoning"),
+            figure(cache, "read"),
+            figure(cache, "write"),
+        )
+        self.natural_stop = part.get("reason") == "stop"
+        if self.natural_stop:
+            self._stopped = (figures, part.get("cost"))
+        else:
+            self.usage(figures, part.get("cost"))
+        self._flush()
+
+    def _release(self, *, side: bool) -> None:
+        """Emit the held `stop` step: the loop's last turn, or a compaction."""
+        if self._stopped is not None:
+            figures, cost = self._stopped
+            self._stopped = None
+            if side:
+                self.requests -= 1
+            self.usage(figures, cost, side=side)
+
+    def _flush(self) -> None:
+        for part in sorted(self._step, key=lambda p: str(p.get("id", ""))):
+            self._tool(part)
+        self._step = []
 
     def _tool(self, part: dict[str, Any]) -> None:
         state = part.get("state") or {}
         tool = str(part.get("tool", ""))
         tool_input = state.get("input") or {}
         command = tool_input.get("command") if tool == "bash" else None
-        call_id = part.get("callID") or part.get("id")
+        call_id = str(part.get("callID") or part.get("id"))
+        self.called(call_id)
         self.events.emit(
             "tool_call",
             id=call_id,
             tool=tool,
             command=command if isinstance(command, str) else json.dumps(tool_input),
         )
+        # A command whose own process died of a signal is not reported by opencode 1.18: its
+        # bash tool waits for its timeout and reports no exit code, which stays unknown here.
         exit_code = (state.get("metadata") or {}).get("exit")
         if not isinstance(exit_code, int):
             exit_code = None if tool == "bash" or state.get("status") == "error" else 0
         output = state.get("output")
         if output is None:
             output = state.get("error", "")
+        self.answered(call_id)
         self.events.emit("tool_result", id=call_id, output=str(output), exit_code=exit_code)
 
 
@@ -88,7 +145,15 @@ class OpencodeAgent(CliAgent):
                     "npm": "@ai-sdk/openai-compatible",
                     "name": "llmtt scripted",
                     "options": {"baseURL": f"{ctx.model_url}/v1", "apiKey": "scripted"},
-                    "models": {SCRIPTED: {"name": SCRIPTED, "tool_call": True}},
+                    # A context limit, as a real model has one: a session whose usage comes
+                    # near it makes opencode compact, as it would with a real model.
+                    "models": {
+                        SCRIPTED: {
+                            "name": SCRIPTED,
+                            "tool_call": True,
+                            "limit": {"context": CONTEXT_LIMIT, "output": OUTPUT_LIMIT},
+                        }
+                    },
                 }
             }
             model = f"{PROVIDER}/{SCRIPTED}"
@@ -107,4 +172,4 @@ class OpencodeAgent(CliAgent):
 
     def parser(self, ctx: RunContext) -> StreamParser:
         """An opencode JSON event reader."""
-        return OpencodeStream(ctx.events, scripted=ctx.model == SCRIPTED)
+        return OpencodeStream(ctx.events, self.pricing(ctx))

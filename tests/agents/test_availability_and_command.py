@@ -110,16 +110,20 @@ def test_timed_out_agent_leaves_no_process_not_even_a_setsid_grandchild(
     assert survivors.stdout.strip() == "", "processes outlived the run"
 
 
-def test_cost_limit_stops_an_agent_that_reports_cost_as_it_goes(
+def test_cost_limit_stops_an_agent_as_its_requests_cost_it(
     project: Project, tmp_path: Path
 ) -> None:
+    # Each step: 100 tokens in, 10 out at 100 and 1000 $/Mtok = $0.02 from the model's price.
+    # The agent's own figure ($0.03) is the client's, kept apart and never counted.
     step = '{"type":"step_finish","part":{"reason":"tool-calls","cost":0.03,"tokens":{"input":100,"output":10}}}'
     script = tmp_path / "spender.sh"
     script.write_text("#!/bin/sh\n" + "".join(f"echo '{step}'; sleep 0.3\n" for _ in range(10)))
     script.chmod(0o755)
     project.write(
         "llmtt.toml",
-        GIT_TOML + f'\n[agents.spender]\ncommand = ["{script}"]\nparser = "opencode"\n',
+        GIT_TOML
+        + f'\n[agents.spender]\ncommand = ["{script}", "{{model}}"]\nparser = "opencode"\n'
+        + "\n[models.priced]\ninput_usd_per_mtok = 100\noutput_usd_per_mtok = 1000\n",
     )
     project.write(
         "scenarios/s.yaml",
@@ -128,11 +132,14 @@ def test_cost_limit_stops_an_agent_that_reports_cost_as_it_goes(
         ),
     )
     started = time.monotonic()
-    result = project.doit("run", "agent=spender", env={"LLMTT_ENABLED": "1"})
+    result = project.doit("run", "agent=spender", "model=priced", env={"LLMTT_ENABLED": "1"})
     assert result.code == 0, result.out + result.err
     assert time.monotonic() - started < 8  # stopped, not run to its end (3 s) or timeout
-    metrics = project.json("s/spender/r1/metrics.json")
-    assert metrics["turns"] == 2 and metrics["cost_usd"] == pytest.approx(0.06)
+    metrics = project.json("s/spender-priced/r1/metrics.json")
+    assert metrics["turns"] == 3 and metrics["cost_usd"] == pytest.approx(0.06)
     assert metrics["natural_stop"] is False and metrics["completed"] is False
-    events = (project.results() / "s/spender/r1/events.jsonl").read_text()
+    events = (project.results() / "s/spender-priced/r1/events.jsonl").read_text()
     assert "cost limit reached: spent $0.0600 of $0.05" in events
+    assert project.json("s/spender-priced/r1/run.json")["stop_reason"] == (
+        "cost limit reached: spent $0.0600 of $0.05"
+    )

@@ -1,22 +1,47 @@
-"""Each CLI's stream parser on output recorded from a real run (tests/data/*.transcript.raw.txt:
-the raw PTY bytes of `doit run agent=A model=scripted` on the example's git-first-commit)."""
+"""Each CLI's stream parser on output recorded from the pinned CLIs (tests/data), by the event
+contract of docs/metrics.md.
+
+The recordings: `<agent>.transcript.raw.txt`, the raw PTY bytes of `doit run agent=A
+model=scripted` on the example's git-first-commit, recorded before claude-code was run with
+`--include-partial-messages` and before codex's rollout was read (the fallbacks);
+`<agent>-contract.*`, a scripted session of a turn of three parallel calls that finish in the
+reverse order, chosen usage with cache figures, two commands killed by a signal and a final
+answer; `<agent>-endless.*`, an endless session stopped at 3 turns; and
+`opencode-compaction.*`, a session whose first turn fills the context so that opencode compacts.
+For codex, `codex-*.rollout.jsonl` is the session file it wrote beside its stream.
+"""
 
 from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from llmtt.agents.base import RunContext
 from llmtt.agents.claude_code import ClaudeStream, exit_code_of
-from llmtt.agents.cli import LineBuffer, StreamParser, strip_ansi, unwrap_shell
-from llmtt.agents.codex import CodexStream, estimate_cost
+from llmtt.agents.cli import (
+    SCRIPTED_PRICING,
+    Limits,
+    LineBuffer,
+    Pricing,
+    StreamParser,
+    pricing_of,
+    strip_ansi,
+    unwrap_shell,
+)
+from llmtt.agents.codex import CodexStream
 from llmtt.agents.opencode import OpencodeStream
-from llmtt.events import EventWriter
+from llmtt.config import ModelSpec
+from llmtt.evaluation.usage import run_usage
+from llmtt.events import EventWriter, Usage
+from llmtt.scenario import Scenario
 
 DATA = Path(__file__).resolve().parents[1] / "data"
+KINDS = ("claude-code", "opencode", "codex")
 COMMANDS = [
     "git --help",
     "git init -q .",
@@ -28,41 +53,360 @@ COMMANDS = [
 ]
 EXITS = [0, 0, 1, 1, 0, 0, 0]
 
+# The contract session: (input, output, cache_read, cache_write) a turn, as scripted.
+CONTRACT_USAGE = [(400, 25, 1500, 200), (60, 15, 1800, 0), (70, 14, 1850, 30), (80, 12, 1900, 40)]
+CONTRACT_COMMANDS = [
+    "sleep 1.5; echo a",
+    "sleep 0.8; echo b",
+    "echo c",
+    "sh -c 'kill -SEGV $$'",
+    "kill -TERM $$",
+]
+# Signal deaths as each CLI reports them. A child killed by SIGSEGV is 139 (128+11) where the
+# CLI reports it. claude-code's own shell killed by SIGTERM comes out as "Exit code 144" (and as
+# 1 for other signals): the signal is lost in its stream. opencode 1.18 reports neither: its bash
+# tool waits for its timeout (3 s in the recording) and gives no exit code.
+CONTRACT_EXITS = {
+    "claude-code": [0, 0, 0, 139, 144],
+    "opencode": [0, 0, 0, None, None],
+    "codex": [0, 0, 0, 139, 143],
+}
 
-def parse(kind: str, chunk: int = 4096) -> tuple[list[dict[str, Any]], StreamParser]:
-    out = io.StringIO()
-    events = EventWriter(out)
-    parser: StreamParser
+
+def make_parser(
+    kind: str, events: EventWriter, pricing: Pricing, home: Path | None
+) -> StreamParser:
     if kind == "claude-code":
-        parser = ClaudeStream(events, scripted=True)
-    elif kind == "opencode":
-        parser = OpencodeStream(events, scripted=True)
-    else:
-        parser = CodexStream(events, scripted=True, model="scripted")
-    raw = (DATA / f"{kind}.transcript.raw.txt").read_bytes()
+        return ClaudeStream(events, pricing)
+    if kind == "opencode":
+        return OpencodeStream(events, pricing)
+    return CodexStream(events, pricing, home=home)
+
+
+def codex_home(tmp_path: Path, name: str) -> Path:
+    """A CODEX_HOME holding the recording's rollout where codex wrote it."""
+    stream = (DATA / f"codex-{name}.transcript.raw.txt").read_text()
+    thread = next(
+        json.loads(line)["thread_id"] for line in stream.splitlines() if "thread.started" in line
+    )
+    folder = tmp_path / "codex-home" / "sessions" / "2026" / "11" / "23"
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(DATA / f"codex-{name}.rollout.jsonl", folder / f"rollout-2026-x-{thread}.jsonl")
+    return tmp_path / "codex-home"
+
+
+def parse(
+    recording: str,
+    kind: str,
+    *,
+    chunk: int = 4096,
+    pricing: Pricing = SCRIPTED_PRICING,
+    home: Path | None = None,
+    keep: Any = None,
+) -> tuple[list[dict[str, Any]], StreamParser]:
+    """Events from a recording fed as the PTY delivers it (in arbitrary pieces); `keep` filters
+    its lines."""
+    out = io.StringIO()
+    parser = make_parser(kind, EventWriter(out), pricing, home)
+    raw = (DATA / recording).read_bytes()
+    if keep is not None:
+        raw = b"\n".join(line for line in raw.split(b"\n") if keep(line))
     lines = LineBuffer(parser)
-    for start in range(0, len(raw), chunk):  # as the PTY delivers it: in arbitrary pieces
+    for start in range(0, len(raw), chunk):
         lines.feed(raw[start : start + chunk])
     lines.flush()
+    parser.poll()
     parser.finish()
     return [json.loads(line) for line in out.getvalue().splitlines()], parser
 
 
-@pytest.mark.parametrize("kind", ["claude-code", "opencode", "codex"])
+def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["event"] == kind]
+
+
+def requests(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-request usage events of the agent loop: the run's turns."""
+    return [e for e in of(events, "usage") if not e.get("side") and not e.get("total")]
+
+
+def figures(usage: dict[str, Any]) -> tuple[int, int, int, int]:
+    return (
+        usage["input_tokens"],
+        usage["output_tokens"],
+        usage["cache_read_tokens"],
+        usage["cache_write_tokens"],
+    )
+
+
+def contract(kind: str, tmp_path: Path, **kw: Any) -> tuple[list[dict[str, Any]], StreamParser]:
+    home = codex_home(tmp_path, "contract") if kind == "codex" else None
+    return parse(f"{kind}-contract.transcript.raw.txt", kind, home=home, **kw)
+
+
+def session_usage(kind: str) -> list[tuple[int, int, int, int]]:
+    """The contract session's figures as the agent can get them: the OpenAI wires (opencode,
+    codex) have no field for cache writes."""
+    if kind == "claude-code":
+        return CONTRACT_USAGE
+    return [(i, o, r, 0) for i, o, r, _ in CONTRACT_USAGE]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("chunk", [7, 4096])
-def test_recorded_stream_gives_commands_exit_codes_and_usage(kind: str, chunk: int) -> None:
-    events, parser = parse(kind, chunk)
-    calls = [e for e in events if e["event"] == "tool_call"]
-    results = {e["id"]: e["exit_code"] for e in events if e["event"] == "tool_result"}
+def test_git_recordings_give_commands_exit_codes_and_usage(kind: str, chunk: int) -> None:
+    events, parser = parse(f"{kind}.transcript.raw.txt", kind, chunk=chunk)
+    calls = of(events, "tool_call")
+    results = {e["id"]: e["exit_code"] for e in of(events, "tool_result")}
     assert [c["command"] for c in calls] == COMMANDS
     assert [results[c["id"]] for c in calls] == EXITS
-    usage = [e for e in events if e["event"] == "usage"]
-    assert sum(u["input_tokens"] for u in usage) == 10800
-    assert sum(u["output_tokens"] for u in usage) == 150
-    assert all(u["cost_usd"] == 0.0 for u in usage)
-    assert parser.turns == 8
+    loop = run_usage([Usage.model_validate(u) for u in of(events, "usage")]).loop
+    assert (loop.input, loop.output, loop.cost) == (10800, 150, 0.0)
     assert parser.natural_stop is True
-    assert [e["text"] for e in events if e["event"] == "message"][-1].startswith("Done:")
+    assert [e["text"] for e in of(events, "message")][-1].startswith("Done:")
+    if kind == "codex":
+        # Recorded without its rollout: the turn's total only, the turns unknown, and said so.
+        assert requests(events) == [] and parser.per_request is False
+        assert "rollout was not found" in of(events, "output")[-1]["text"]
+    else:
+        assert parser.turns == len(requests(events)) == 8
+        assert [u["input_tokens"] for u in requests(events)] == [1000 + 100 * t for t in range(8)]
+
+
+def test_claude_without_partial_messages_counts_each_message_once(tmp_path: Path) -> None:
+    # An assistant line a content block repeats its message's usage, with the provisional
+    # output count of message_start: one request each, the result's total corrects it.
+    events, parser = contract(
+        "claude-code", tmp_path, keep=lambda line: b"stream_event" not in line
+    )
+    assert [figures(u) for u in requests(events)] == [(i, 1, r, w) for i, _, r, w in CONTRACT_USAGE]
+    total = [u for u in of(events, "usage") if u.get("total")]
+    assert [figures(u) for u in total] == [tuple(map(sum, zip(*CONTRACT_USAGE, strict=True)))]
+    loop = run_usage([Usage.model_validate(u) for u in of(events, "usage")]).loop
+    assert loop.output == sum(u[1] for u in CONTRACT_USAGE)
+    assert parser.turns == 4
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_usage_of_each_request_and_the_total(kind: str, tmp_path: Path) -> None:
+    events, parser = contract(kind, tmp_path)
+    assert [figures(u) for u in requests(events)] == session_usage(kind)
+    assert parser.turns == 4 and parser.per_request
+    totals = [figures(u) for u in of(events, "usage") if u.get("total")]
+    sums = tuple(map(sum, zip(*session_usage(kind), strict=True)))
+    # opencode prints no total of its own.
+    assert totals == ([] if kind == "opencode" else [sums])
+    usage = run_usage([Usage.model_validate(u) for u in of(events, "usage")])
+    assert (usage.loop.input, usage.loop.output, usage.loop.cache_read) == sums[:3]
+    assert usage.requests == 4 and usage.cost == 0.0
+    assert {u["cost_source"] for u in of(events, "usage")} == {"scripted"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_parallel_calls_in_the_model_order_each_before_its_result(
+    kind: str, tmp_path: Path
+) -> None:
+    events, _ = contract(kind, tmp_path)
+    calls = of(events, "tool_call")
+    assert [c["command"] for c in calls] == CONTRACT_COMMANDS
+    results = of(events, "tool_result")
+    assert [next(r["exit_code"] for r in results if r["id"] == c["id"]) for c in calls] == (
+        CONTRACT_EXITS[kind]
+    )
+    position = {(e["event"], e["id"]): n for n, e in enumerate(events) if "id" in e}
+    assert all(position["tool_call", c["id"]] < position["tool_result", c["id"]] for c in calls)
+
+
+def test_the_recordings_do_report_parallel_calls_in_the_order_they_finished() -> None:
+    # What the reordering above is for: opencode prints tool parts as they finish, codex's
+    # rollout records command ends as they come (claude-code issues its calls in order).
+    opencode = (DATA / "opencode-contract.transcript.raw.txt").read_text()
+    done = [
+        json.loads(line)["part"]["callID"] for line in opencode.splitlines() if "tool_use" in line
+    ]
+    assert done[:3] == ["call_0003", "call_0002", "call_0001"]
+    rollout = (DATA / "codex-contract.rollout.jsonl").read_text().splitlines()
+    ends = [
+        json.loads(line)["payload"]["item"]["id"]
+        for line in rollout
+        if '"CommandExecution"' in line and '"item_completed"' in line
+    ]
+    assert ends[:3] == ["call_0003", "call_0002", "call_0001"]
+
+
+CUT = {  # the line that begins the second model request, in each recording
+    "claude-code": b'"msg_scripted_0002"',
+    "opencode": b'"step_start"',
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_run_killed_in_its_second_request_keeps_the_first(kind: str, tmp_path: Path) -> None:
+    home = codex_home(tmp_path, "contract") if kind == "codex" else None
+    if kind == "codex":
+        # Killed while waiting for the second response: the rollout ends after turn 1.
+        rollout = next((home or tmp_path).rglob("rollout-*.jsonl"))
+        lines = rollout.read_text().splitlines(keepends=True)
+        records = [json.loads(line).get("type") for line in lines]
+        second = [n for n, kind_ in enumerate(records) if kind_ == "token_usage_record"][1]
+        rollout.write_text("".join(lines[: second - 1]))
+        keep = lambda line: b"turn.completed" not in line  # noqa: E731
+    else:
+        seen = [0]
+
+        def keep(line: bytes) -> bool:
+            seen[0] += CUT[kind] in line
+            limit = 1 if kind == "claude-code" else 2
+            return seen[0] < limit
+
+    events, parser = parse(f"{kind}-contract.transcript.raw.txt", kind, home=home, keep=keep)
+    assert [figures(u) for u in of(events, "usage")] == session_usage(kind)[:1]
+    assert [c["command"] for c in of(events, "tool_call")] == CONTRACT_COMMANDS[:3]
+    assert parser.turns == 1
+
+
+def test_codex_noise_is_output_and_counts_as_nothing(tmp_path: Path) -> None:
+    events, parser = contract("codex", tmp_path)
+    outputs = [e["text"] for e in of(events, "output")]
+    assert any(t.startswith("WARNING: proceeding, even though we could not") for t in outputs)
+    assert any(t.startswith("codex: Model metadata for `scripted` not found") for t in outputs)
+    assert parser.turns == 4 and len(of(events, "tool_call")) == 5
+    assert parser.reason is None and parser.natural_stop is True
+
+
+def test_claude_stray_shift_in_is_dropped(tmp_path: Path) -> None:
+    raw = (DATA / "claude-code-contract.transcript.raw.txt").read_bytes()
+    assert b"\x0f" in raw  # the terminal reset it prints as it exits
+    events, _ = contract("claude-code", tmp_path)
+    assert of(events, "output") == []
+
+
+PRICED = {"priced": ModelSpec(input_usd_per_mtok=1.0, output_usd_per_mtok=2.0)}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cost_from_a_price_the_user_gave(kind: str, tmp_path: Path) -> None:
+    events, parser = contract(kind, tmp_path, pricing=pricing_of("priced", PRICED))
+    expected = [round(((i + r + w) * 1.0 + o * 2.0) / 1e6, 8) for i, o, r, w in session_usage(kind)]
+    assert [u["cost_usd"] for u in requests(events)] == expected
+    assert {u["cost_source"] for u in of(events, "usage")} == {"user"}
+    assert parser.spent == pytest.approx(sum(expected))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_model_nobody_priced_has_an_unknown_cost(kind: str, tmp_path: Path) -> None:
+    events, parser = contract(kind, tmp_path, pricing=pricing_of("nobody-priced-this", {}))
+    usage = of(events, "usage")
+    assert all(u["cost_usd"] is None and "cost_source" not in u for u in usage)
+    assert parser.spent is None
+    # What the client computed itself is kept apart, never taken as the cost.
+    client = [u["client_cost_usd"] for u in usage if "client_cost_usd" in u]
+    assert client == pytest.approx(
+        {"claude-code": [0.0099125], "opencode": [0.0] * 4, "codex": []}[kind]
+    )
+
+
+def test_prices_from_litellm_the_user_and_the_scripted_model() -> None:
+    assert pricing_of("scripted", {}) == SCRIPTED_PRICING
+    assert pricing_of("gpt-5", {}).source == "llmtt"
+    assert pricing_of("priced", PRICED).source == "user"
+    assert pricing_of("nobody-priced-this", {}).source is None
+    assert pricing_of("nobody-priced-this", {}, free=True).source == "user"
+
+
+def run_context(tmp_path: Path, *, max_turns: int, max_usd: float | None = None) -> RunContext:
+    out = io.StringIO()
+    return RunContext(
+        run_id="r",
+        scenario=Scenario.model_validate({"task": {"prompt": "p"}}),
+        prompt="p",
+        workspace=tmp_path,
+        home=tmp_path,
+        env={},
+        model="m",
+        timeout_secs=60,
+        max_turns=max_turns,
+        transcript=io.BytesIO(),
+        events=EventWriter(out),
+        max_usd=max_usd,
+    )
+
+
+def stops(recording: str, limits: Limits, marker: bytes) -> list[tuple[int, str | None]]:
+    """(markers seen, why the run must stop or None) after each line of the recording."""
+    buffer, seen, asked = LineBuffer(limits.parser), 0, []
+    for line in (DATA / recording).read_bytes().split(b"\n"):
+        buffer.feed(line + b"\n")
+        seen += marker in line
+        asked.append((seen, limits.reason if limits.reached() else None))
+    return asked
+
+
+@pytest.mark.parametrize(("kind", "marker"), [("opencode", b"step_finish"), ("codex", b"")])
+def test_turn_limit_stops_once_the_last_turns_calls_have_results(
+    kind: str, marker: bytes, tmp_path: Path
+) -> None:
+    ctx = run_context(tmp_path, max_turns=3)
+    home = codex_home(tmp_path, "endless") if kind == "codex" else None
+    parser = make_parser(kind, ctx.events, SCRIPTED_PRICING, home)
+    limits = Limits(ctx, parser, own_turn_limit=False)
+    asked = stops(f"{kind}-endless.transcript.raw.txt", limits, marker)
+    first = next(n for n, (_, stop) in enumerate(asked) if stop)
+    assert asked[first][1] == "turn limit reached (3 turns)"
+    assert parser.turns == 3 and parser.settled
+    if kind == "opencode":  # not one line sooner than the third step's end
+        assert asked[first][0] == 3 and not asked[first - 1][1]
+
+
+def test_a_limit_of_four_turns_lets_three_turns_and_the_answer_be(tmp_path: Path) -> None:
+    ctx = run_context(tmp_path, max_turns=4)
+    parser = OpencodeStream(ctx.events, SCRIPTED_PRICING)
+    limits = Limits(ctx, parser, own_turn_limit=False)
+    asked = stops("opencode-contract.transcript.raw.txt", limits, b"")
+    assert not any(stop for _, stop in asked)  # the 4th turn is the final answer
+
+
+def test_claude_stops_itself_at_its_turn_limit(tmp_path: Path) -> None:
+    ctx = run_context(tmp_path, max_turns=3)
+    parser = ClaudeStream(ctx.events, SCRIPTED_PRICING)
+    limits = Limits(ctx, parser, own_turn_limit=True)
+    asked = stops("claude-code-endless.transcript.raw.txt", limits, b"")
+    assert not any(stop for _, stop in asked)  # --max-turns: claude ends it, with its total
+    assert parser.turn_limit_hit and parser.natural_stop is False and parser.turns == 3
+
+
+def test_cost_limit_stops_at_the_request_that_passes_it(tmp_path: Path) -> None:
+    # Turn 1 costs $0.00195 at $1/$2 a million tokens, turn 2 $0.00189 more.
+    ctx = run_context(tmp_path, max_turns=10, max_usd=0.003)
+    parser = OpencodeStream(ctx.events, pricing_of("priced", PRICED))
+    limits = Limits(ctx, parser, own_turn_limit=False)
+    asked = stops("opencode-contract.transcript.raw.txt", limits, b"step_finish")
+    assert next((seen, stop) for seen, stop in asked if stop) == (
+        2,
+        "cost limit reached: spent $0.0038 of $0.003",
+    )
+
+
+def test_an_unknown_cost_cannot_stop_a_run_and_the_log_says_so(tmp_path: Path) -> None:
+    out = io.StringIO()
+    ctx = run_context(tmp_path, max_turns=10, max_usd=0.0)
+    ctx = RunContext(**{**ctx.__dict__, "events": EventWriter(out)})
+    parser = OpencodeStream(ctx.events, pricing_of("nobody-priced-this", {}))
+    limits = Limits(ctx, parser, own_turn_limit=False)
+    asked = stops("opencode-contract.transcript.raw.txt", limits, b"")
+    assert not any(stop for _, stop in asked)
+    said = [json.loads(line) for line in out.getvalue().splitlines()]
+    notes = [e["text"] for e in said if e["event"] == "output"]
+    assert len(notes) == 1 and "no price is known for model 'm'" in notes[0]
+
+
+def test_opencode_compaction_is_a_side_request() -> None:
+    events, parser = parse("opencode-compaction.transcript.raw.txt", "opencode")
+    side = [u for u in of(events, "usage") if u.get("side")]
+    assert [figures(u) for u in side] == [(300, 40, 0, 0)]  # the session's side_usage
+    assert [figures(u) for u in requests(events)] == [(190000, 20, 500, 0)] * 2
+    assert parser.turns == 2 and parser.requests == 2
+    # Its "Continue if you have next steps" is opencode's own text, not the agent's.
+    assert not any("Continue if you have" in e["text"] for e in of(events, "message"))
 
 
 def test_claude_exit_codes_from_text() -> None:
@@ -72,31 +416,6 @@ def test_claude_exit_codes_from_text() -> None:
     assert exit_code_of("Bash", True, "Permission to use Bash has been denied") is None
     assert exit_code_of("Read", False, "file") == 0
     assert exit_code_of("Read", True, "no such file") is None
-
-
-def test_claude_paid_cost_is_taken_from_the_result_line() -> None:
-    out = io.StringIO()
-    parser = ClaudeStream(EventWriter(out), scripted=False)
-    parser.line(
-        '{"type":"result","subtype":"success","num_turns":3,"total_cost_usd":0.0123,'
-        '"usage":{"input_tokens":10,"cache_creation_input_tokens":5,"output_tokens":7,'
-        '"cache_read_input_tokens":2}}'
-    )
-    usage = json.loads(out.getvalue())
-    assert (usage["input_tokens"], usage["output_tokens"], usage["cache_read_tokens"]) == (15, 7, 2)
-    assert usage["cost_usd"] == 0.0123 and parser.turns == 3
-
-
-def test_codex_cost_is_estimated_from_the_price_table_or_null() -> None:
-    assert estimate_cost("gpt-5-mini", 1_000_000, 0, 1_000_000) == 2.25
-    assert estimate_cost("no-such-model", 10, 0, 10) is None
-    out = io.StringIO()
-    parser = CodexStream(EventWriter(out), scripted=False, model="gpt-5")
-    parser.line(
-        '{"type":"turn.completed","usage":{"input_tokens":2000000,"cached_input_tokens":1000000,"output_tokens":0}}'
-    )
-    usage = json.loads(out.getvalue())
-    assert usage["cost_usd"] == 1.375 and usage["estimated"] is True
 
 
 @pytest.mark.parametrize(
@@ -114,9 +433,10 @@ def test_codex_commands_are_unwrapped(wrapped: str, inner: str) -> None:
 
 def test_non_json_lines_become_output_and_terminal_codes_are_stripped() -> None:
     out = io.StringIO()
-    parser = OpencodeStream(EventWriter(out), scripted=True)
+    parser = OpencodeStream(EventWriter(out), SCRIPTED_PRICING)
     parser.line("\x1b[31mwarning: something\x1b[0m\r")
     parser.line("\x1b[?25h")
+    parser.line("\x1b(B\x0f\x1b[>4m")
     parser.line('{"type":"text","part":{"text":"hello"}}')
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert events[0] == {**events[0], "event": "output", "text": "warning: something"}

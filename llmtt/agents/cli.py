@@ -177,6 +177,11 @@ class StreamParser:
         is another request."""
         return self._called and not self._open
 
+    @property
+    def open_calls(self) -> frozenset[str]:
+        """The latest request's calls still without their result."""
+        return frozenset(self._open)
+
     def request(self) -> None:
         """A model request of the agent loop began."""
         self.requests += 1

@@ -4,11 +4,12 @@
 order they finish. codex also writes its session as it goes to a "rollout" file under
 CODEX_HOME, `sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl`: the model's tool calls in
 the order it issued them (with the model's call ids), a `token_usage_record` for each model
-response, and each command's end with its exit code. The adapter reads that file while codex
-runs, and once more when it has ended (a killed run too), for the tool calls and the usage of
-each request; the stream gives the messages, the errors and the total. Without a rollout (a
-`command` agent whose codex writes elsewhere, another codex) the stream's commands are emitted
-when the run ends, in the order they finished, and only the total usage is known.
+response, and each command's end with its exit code; a compaction (a side request) writes its
+summary, marked `compaction_output`, before its usage record. The adapter reads that file while
+codex runs, and once more when it has ended (a killed run too), for the tool calls and the
+usage of each request; the stream gives the messages, the errors and the total. Without a
+rollout (a `command` agent whose codex writes elsewhere, another codex) the stream's commands
+are emitted when the run ends, in the order they finished, and only the total usage is known.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import glob
 import json
 import re
 import shlex
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ CALL_ITEMS = ("function_call", "custom_tool_call", "local_shell_call")
 OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
 _EXITED = re.compile(r"^Process exited with code (-?\d+)$", re.MULTILINE)
 _OUTPUT = "\nOutput:\n"
+LOOK_SECS = 0.02  # how often to look for a rollout not found yet (a glob: cheap)
 
 
 class Rollout:
@@ -78,9 +81,14 @@ class CodexStream(StreamParser):
         self.home = home  # CODEX_HOME, where codex writes its rollout
         self._thread: str | None = None
         self._rollout: Rollout | None = None
+        self._next_look = 0.0  # when to look for the rollout again
+        self._compacting = False  # the next usage record is a compaction's
         self._calls: list[tuple[str, str, str]] = []  # (id, tool, command) awaiting their usage
         self._begun = False  # the response of the held calls has been counted as a request
         self._tools: set[str] = set()  # call ids emitted
+        self._shell: set[str] = set()  # those of them that run a command
+        self._commands = 0  # how many such calls were emitted
+        self._ended: set[str] = set()  # the stream's ids of the commands that ended
         self._done: set[str] = set()  # call ids with a result
         self._stream: list[tuple[str, dict[str, Any]]] = []  # the stream's commands (fallback)
         self._totals: list[Tokens] = []
@@ -95,6 +103,8 @@ class CodexStream(StreamParser):
             self.poll()
         elif kind in ("item.started", "item.completed") and item.get("type") == "command_execution":
             self._stream.append((kind, item))
+            if kind == "item.completed":
+                self._ended.add(str(item.get("id")))
         elif kind == "item.completed" and item.get("type") == "agent_message":
             self.events.emit("message", role="assistant", text=str(item.get("text", "")))
         elif kind == "item.completed" and item.get("type") == "error":
@@ -108,6 +118,16 @@ class CodexStream(StreamParser):
             self.reason = f"codex {kind}: {json.dumps(obj.get('error') or obj.get('message'))}"
             self.events.emit("output", text=self.reason)
 
+    @property
+    def settled(self) -> bool:
+        """Every call of the latest response has its result. codex prints a command's end on
+        its stream a moment before its rollout records it, and makes its next request right
+        after: the stream's count of ended commands tells as soon as it can."""
+        waiting = self.open_calls
+        if not waiting or not waiting <= self._shell:
+            return super().settled
+        return len(self._ended) >= self._commands
+
     def poll(self) -> None:
         """Read what codex has added to its rollout."""
         if self._rollout is None:
@@ -120,6 +140,8 @@ class CodexStream(StreamParser):
     def finish(self) -> None:
         """Calls recorded without their usage; without a rollout, the stream's commands; then
         the totals, after every request they cover."""
+        self._next_look = 0.0
+        self.poll()
         if self._calls:
             self._emit_calls()
         if self._rollout is None:
@@ -134,8 +156,9 @@ class CodexStream(StreamParser):
             self.total(tokens)
 
     def _find(self) -> Rollout | None:
-        if self.home is None or self._thread is None:
+        if self.home is None or self._thread is None or time.monotonic() < self._next_look:
             return None
+        self._next_look = time.monotonic() + LOOK_SECS  # polls come after every read
         pattern = f"sessions/*/*/*/rollout-*-{glob.escape(self._thread)}.jsonl"
         found = sorted(self.home.glob(pattern))
         return Rollout(found[0]) if found else None
@@ -146,6 +169,11 @@ class CodexStream(StreamParser):
         inner = payload.get("type")
         if kind == "response_item" and inner in CALL_ITEMS:
             self._calls.append(_call(payload))
+        elif kind == "response_item" and (record.get("metadata") or {}).get("compaction_output"):
+            self._compacting = True  # the summary of a compaction: its usage record follows
+        elif kind == "token_usage_record" and self._compacting:
+            self._compacting = False
+            self.usage(_tokens(payload.get("usage")), side=True)
         elif kind == "token_usage_record":
             tokens = _tokens(payload.get("usage"))
             if not self._begun:
@@ -177,6 +205,10 @@ class CodexStream(StreamParser):
             self.request()
         for call_id, tool, command in self._calls:
             self._tools.add(call_id)
+            self._done.discard(call_id)  # an id used again (a session replayed) awaits anew
+            if tool in SHELL_TOOLS:
+                self._shell.add(call_id)
+                self._commands += 1
             self.called(call_id)
             self.events.emit("tool_call", id=call_id, tool=tool, command=command)
         self._calls = []

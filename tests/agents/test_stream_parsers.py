@@ -7,7 +7,7 @@ model=scripted` on the example's git-first-commit, recorded before claude-code w
 `<agent>-contract.*`, a scripted session of a turn of three parallel calls that finish in the
 reverse order, chosen usage with cache figures, two commands killed by a signal and a final
 answer; `<agent>-endless.*`, an endless session stopped at 3 turns; and
-`opencode-compaction.*`, a session whose first turn fills the context so that opencode compacts.
+`<agent>-compaction.*`, a session whose first turn fills the context so that the agent compacts.
 For codex, `codex-*.rollout.jsonl` is the session file it wrote beside its stream.
 """
 
@@ -357,6 +357,30 @@ def test_turn_limit_stops_once_the_last_turns_calls_have_results(
         assert asked[first][0] == 3 and not asked[first - 1][1]
 
 
+def test_codex_stream_tells_a_turns_commands_ended_before_the_rollout(tmp_path: Path) -> None:
+    # codex prints a command's end a moment before its rollout records it, and asks for the
+    # next response right after: the turn limit must not wait for the rollout. Here the
+    # rollout holds the second response (one call) but not its end; the stream has it.
+    home = codex_home(tmp_path, "contract")
+    rollout = next(home.rglob("rollout-*.jsonl"))
+    lines = rollout.read_text().splitlines(keepends=True)
+    second = [n for n, line in enumerate(lines) if '"token_usage_record"' in line][1]
+    rollout.write_text("".join(lines[: second + 1]))
+    stream = (DATA / "codex-contract.transcript.raw.txt").read_bytes().split(b"\n")
+    fifth = next(
+        n for n, line in enumerate(stream) if b'"item.completed","item":{"id":"item_5"' in line
+    )
+    ctx = run_context(tmp_path, max_turns=2)
+    parser = CodexStream(ctx.events, SCRIPTED_PRICING, home=home)
+    limits = Limits(ctx, parser, own_turn_limit=False)
+    lines_in = LineBuffer(parser)
+    lines_in.feed(b"\n".join(stream[:fifth]) + b"\n")
+    assert not limits.reached()  # the fourth command (the second response's) still runs
+    lines_in.feed(stream[fifth] + b"\n")
+    assert parser.open_calls == {"call_0004"}  # the rollout has not recorded its end
+    assert limits.reached() and limits.reason == "turn limit reached (2 turns)"
+
+
 def test_a_limit_of_four_turns_lets_three_turns_and_the_answer_be(tmp_path: Path) -> None:
     ctx = run_context(tmp_path, max_turns=4)
     parser = OpencodeStream(ctx.events, SCRIPTED_PRICING)
@@ -399,13 +423,20 @@ def test_an_unknown_cost_cannot_stop_a_run_and_the_log_says_so(tmp_path: Path) -
     assert len(notes) == 1 and "no price is known for model 'm'" in notes[0]
 
 
-def test_opencode_compaction_is_a_side_request() -> None:
-    events, parser = parse("opencode-compaction.transcript.raw.txt", "opencode")
+@pytest.mark.parametrize("kind", ["opencode", "codex"])
+def test_a_compaction_is_a_side_request(kind: str, tmp_path: Path) -> None:
+    # The session's first turn reports 190,000 (opencode) or 250,000 (codex) input tokens, near
+    # the context limit: the agent compacts (a request without tools, answered with the
+    # session's side_usage) and goes on; the recording ends at a turn limit of 2.
+    home = codex_home(tmp_path, "compaction") if kind == "codex" else None
+    events, parser = parse(f"{kind}-compaction.transcript.raw.txt", kind, home=home)
     side = [u for u in of(events, "usage") if u.get("side")]
-    assert [figures(u) for u in side] == [(300, 40, 0, 0)]  # the session's side_usage
-    assert [figures(u) for u in requests(events)] == [(190000, 20, 500, 0)] * 2
+    assert [figures(u) for u in side] == [(300, 40, 0, 0)]
+    big = (190000, 20, 500, 0) if kind == "opencode" else (250000, 20, 0, 0)
+    assert [figures(u) for u in requests(events)] == [big, big]
     assert parser.turns == 2 and parser.requests == 2
-    # Its "Continue if you have next steps" is opencode's own text, not the agent's.
+    assert len(of(events, "tool_call")) == len(of(events, "tool_result")) == 2
+    # opencode's "Continue if you have next steps" after it is its own text, not the agent's.
     assert not any("Continue if you have" in e["text"] for e in of(events, "message"))
 
 

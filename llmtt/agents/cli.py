@@ -431,11 +431,12 @@ class Limits:
         if spent is None:
             if not self._told and (ctx.max_usd is not None or ctx.session_budget is not None):
                 self._told = True
+                model = f"model {ctx.model!r}" if ctx.model else "the agent's model"
                 ctx.events.emit(
                     "output",
-                    text=f"llmtt: no price is known for model {ctx.model!r}, so neither the "
-                    "cost limit nor the session budget can stop this run (give its prices in "
-                    "[models] input_usd_per_mtok and output_usd_per_mtok)",
+                    text=f"llmtt: no price is known for {model}, so neither the cost limit "
+                    "nor the session budget can stop this run (give its prices in [models] "
+                    "input_usd_per_mtok and output_usd_per_mtok)",
                 )
             return None
         if ctx.max_usd is not None and spent > ctx.max_usd:

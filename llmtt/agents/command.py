@@ -14,12 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from llmtt.agents.base import RunContext, VersionProbe
-from llmtt.agents.cli import SCRIPTED, CliAgent, StreamParser
+from llmtt.agents.cli import SCRIPTED, CliAgent, Pricing, StreamParser
 from llmtt.config import AgentSettings
+from llmtt.events import EventWriter
 
 
 class _TranscriptOnly(StreamParser):
-    """No structured stream: lines are kept as output only."""
+    """No structured stream: lines are kept as output only, and the turns are unknown."""
+
+    def __init__(self, events: EventWriter, pricing: Pricing) -> None:
+        super().__init__(events, pricing)
+        self.per_request = False
 
     def handle(self, obj: dict[str, Any]) -> None:
         """JSON that no parser was chosen for is plain output."""

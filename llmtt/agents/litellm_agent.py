@@ -10,7 +10,7 @@ from importlib.metadata import version as package_version
 from typing import Any
 
 from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
-from llmtt.agents.cli import strip_ansi
+from llmtt.agents.cli import pricing_of, strip_ansi
 from llmtt.models import (
     ProviderGaveUp,
     ProviderStop,
@@ -214,6 +214,7 @@ class LitellmAgent(Agent):
             cache_read_tokens=tokens.cache_read,
             cache_write_tokens=tokens.cache_write,
             cost_usd=cost,
+            cost_source=None if cost is None else pricing_of(ctx.model, ctx.models).source,
         )
         error = ctx.over_budget(loop.spent if loop.cost_known else None)
         return _Stop(error=error, exit_code=1) if error is not None else None

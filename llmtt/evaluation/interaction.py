@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from llmtt.evaluation.target_commands import TargetCommand, TargetMatcher, target_commands
+from llmtt.evaluation.usage import usage_metrics
 from llmtt.events import Complete, Event, ToolCall, ToolResult, Usage
 
 __all__ = ["NO_SUBCOMMAND", "TargetCommand", "find_target_commands", "interaction_metrics"]
@@ -105,21 +106,13 @@ def _run_totals(events: Sequence[Event], *, free: bool) -> dict[str, Any]:
     results = [e for e in events if isinstance(e, ToolResult)]
     usages = [e for e in events if isinstance(e, Usage)]
     complete = next((e for e in reversed(events) if isinstance(e, Complete)), None)
-    costs = [u.cost_usd for u in usages]
-    if usages and all(c is not None for c in costs):
-        cost: float | None = round(sum(c for c in costs if c is not None), 6)
-    else:
-        cost = 0.0 if free and not usages else None
     return {
         "completed": bool(complete and complete.exit_code == 0 and not complete.timed_out),
-        # The agent's own count when it gives one (one usage event may hold a run's totals).
-        "turns": complete.turns if complete and complete.turns is not None else len(usages),
         "tool_calls": len(calls),
         "tool_calls_ok": sum(1 for r in results if r.exit_code == 0),
         "tool_calls_error": sum(1 for r in results if r.exit_code not in (0, None)),
-        "input_tokens": sum(u.input_tokens for u in usages),
-        "output_tokens": sum(u.output_tokens for u in usages),
-        "cost_usd": cost,
+        **usage_metrics(usages, complete.turns if complete else None, free=free),
         "duration_secs": complete.duration_secs if complete else None,
         "natural_stop": complete.natural_stop if complete else None,
+        "stop_reason": complete.reason if complete else None,
     }

@@ -244,3 +244,58 @@ def test_a_run_killed_at_its_timeout_keeps_turn_one(runs: Project, agent: str) -
     assert complete["reason"].startswith("timed out after 15s")
     assert log.record["status"] == "timeout"
     assert log.record["stop_reason"] == complete["reason"]
+
+
+# Layer 1 over these event logs (metrics.json): the same figures for every agent, as the
+# sessions say. Fields an agent cannot give are left out (cache writes on the OpenAI wires).
+SAME_METRICS = {
+    "parallel": {"turns": 2, "tool_calls": 3, "tool_calls_ok": 3, "natural_stop": True},
+    "usage": {
+        "turns": 3,
+        "tool_calls": 2,
+        "total_commands": 2,
+        "unique_commands": 2,
+        "error_count": 0,
+        "input_tokens": 540,
+        "output_tokens": 52,
+        "cache_read_tokens": 5200,
+        "cost_usd": 0.0,
+        "cost_source": "scripted",
+        "side_requests": 0,
+    },
+    "endless": {
+        "turns": 3,
+        "tool_calls": 3,
+        "total_commands": 3,
+        "unique_commands": 1,
+        "help_invocations": 0,
+        "natural_stop": False,
+        "stop_reason": "turn limit reached (3 turns)",
+    },
+    "hang": {"turns": 1, "input_tokens": 400, "output_tokens": 25, "cache_read_tokens": 1500},
+}
+
+
+@pytest.fixture(scope="module")
+def metrics(runs: Project) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every run evaluated: no agent runs again, only layers 1 and 2 and the reports."""
+    result = runs.doit("run", "-n", "2", f"agent={','.join(AGENTS)}", "model=scripted")
+    assert not [t for t in result.executed() if t.endswith(":agent")], result.out
+    return {
+        (session, agent): runs.json(f"{session}/{agent}-scripted/r1/metrics.json")
+        for session in SAME_METRICS
+        for agent in AGENTS
+    }
+
+
+@pytest.mark.parametrize("session", SAME_METRICS)
+def test_every_agent_gives_the_same_metrics_for_one_session(
+    metrics: dict[tuple[str, str], dict[str, Any]], session: str
+) -> None:
+    expected = SAME_METRICS[session]
+    for agent in AGENTS:
+        got = {k: metrics[session, agent].get(k) for k in expected}
+        assert got == expected, agent
+    writes = {a: metrics[session, a]["cache_write_tokens"] for a in AGENTS}
+    if session == "usage":
+        assert writes == {"claude-code": 240, "opencode": 0, "codex": 0, "litellm": 0}

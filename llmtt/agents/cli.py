@@ -61,6 +61,24 @@ class Tokens:
             "cache_write_tokens": self.cache_write,
         }
 
+    def plus(self, other: Tokens) -> Tokens:
+        """Both together."""
+        return Tokens(
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_read + other.cache_read,
+            self.cache_write + other.cache_write,
+        )
+
+    def minus(self, other: Tokens) -> Tokens:
+        """What is left of these figures without `other`'s (never below 0)."""
+        return Tokens(
+            max(0, self.input - other.input),
+            max(0, self.output - other.output),
+            max(0, self.cache_read - other.cache_read),
+            max(0, self.cache_write - other.cache_write),
+        )
+
     def at_least(self, other: Tokens) -> Tokens:
         """The larger of each figure: several reports of one request, the latest most complete."""
         return Tokens(
@@ -135,6 +153,7 @@ class StreamParser:
         self.turn_limit_hit = False  # the agent stopped itself at its own turn limit
         self._requests_cost: float | None = 0.0  # known cost of the requests since the last total
         self._totals_cost: float | None = 0.0
+        self._side_cost: float | None = 0.0  # side requests: never part of a total
         self._open: set[str] = set()  # calls of the latest request that have no result yet
         self._called = False  # the latest request called a tool
 
@@ -167,9 +186,10 @@ class StreamParser:
     def spent(self) -> float | None:
         """The run's cost so far from known prices (totals replacing the requests they cover);
         None when a cost is unknown."""
-        if self._requests_cost is None or self._totals_cost is None:
+        known = (self._totals_cost, self._requests_cost, self._side_cost)
+        if None in known:
             return None
-        return self._totals_cost + self._requests_cost
+        return sum(cost or 0.0 for cost in known)
 
     @property
     def settled(self) -> bool:
@@ -200,12 +220,15 @@ class StreamParser:
     def usage(self, tokens: Tokens, client_cost: Any = None, *, side: bool = False) -> None:
         """One model request's usage event; a request of the loop is a turn."""
         cost = self._emit(tokens, client_cost, side=side)
-        if not side:
+        if side:
+            self._side_cost = _plus(self._side_cost, cost)
+        else:
             self.turns += 1
-        self._requests_cost = _plus(self._requests_cost, cost)
+            self._requests_cost = _plus(self._requests_cost, cost)
 
     def total(self, tokens: Tokens, client_cost: Any = None) -> None:
-        """The agent's own figures for the whole run: they replace the requests before them."""
+        """The agent's own figures for the loop's requests of the whole run: they replace the
+        per-request events before them (side requests stay apart)."""
         cost = self._emit(tokens, client_cost, total=True)
         self._totals_cost = _plus(self._totals_cost, cost)
         self._requests_cost = 0.0

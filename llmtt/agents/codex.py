@@ -83,6 +83,7 @@ class CodexStream(StreamParser):
         self._rollout: Rollout | None = None
         self._next_look = 0.0  # when to look for the rollout again
         self._compacting = False  # the next usage record is a compaction's
+        self._side = Tokens()  # what the compactions used, inside codex's total
         self._calls: list[tuple[str, str, str]] = []  # (id, tool, command) awaiting their usage
         self._begun = False  # the response of the held calls has been counted as a request
         self._tools: set[str] = set()  # call ids emitted
@@ -153,7 +154,9 @@ class CodexStream(StreamParser):
             )
             self._stream_commands()
         for tokens in self._totals:
-            self.total(tokens)
+            # codex's total counts its compactions too, which are side requests here.
+            self.total(tokens.minus(self._side))
+            self._side = Tokens()
 
     def _find(self) -> Rollout | None:
         if self.home is None or self._thread is None or time.monotonic() < self._next_look:
@@ -173,7 +176,9 @@ class CodexStream(StreamParser):
             self._compacting = True  # the summary of a compaction: its usage record follows
         elif kind == "token_usage_record" and self._compacting:
             self._compacting = False
-            self.usage(_tokens(payload.get("usage")), side=True)
+            tokens = _tokens(payload.get("usage"))
+            self._side = self._side.plus(tokens)
+            self.usage(tokens, side=True)
         elif kind == "token_usage_record":
             tokens = _tokens(payload.get("usage"))
             if not self._begun:

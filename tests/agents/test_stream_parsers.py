@@ -440,6 +440,31 @@ def test_a_compaction_is_a_side_request(kind: str, tmp_path: Path) -> None:
     assert not any("Continue if you have" in e["text"] for e in of(events, "message"))
 
 
+def test_codex_total_leaves_its_compactions_out(tmp_path: Path) -> None:
+    # The recording was stopped before codex printed its turn's total; the total it would
+    # print is the turn's usage in its last usage record, which counts the compaction too.
+    home = codex_home(tmp_path, "compaction")
+    rollout = (DATA / "codex-compaction.rollout.jsonl").read_text().splitlines()
+    records = [json.loads(line)["payload"] for line in rollout if '"token_usage_record"' in line]
+    usage = records[-1]["turn_token_usage"]
+    assert (usage["input_tokens"], usage["output_tokens"]) == (2 * 250000 + 300, 80)
+    out = io.StringIO()
+    parser = CodexStream(EventWriter(out), pricing_of("priced", PRICED), home=home)
+    lines = LineBuffer(parser)
+    lines.feed((DATA / "codex-compaction.transcript.raw.txt").read_bytes())
+    lines.feed(json.dumps({"type": "turn.completed", "usage": usage}).encode() + b"\n")
+    lines.flush()
+    parser.finish()
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    totals = [figures(u) for u in of(events, "usage") if u.get("total")]
+    assert totals == [(2 * 250000, 2 * 20, 0, 0)]  # the loop's two requests, not the side one
+    folded = run_usage([Usage.model_validate(u) for u in of(events, "usage")])
+    assert (folded.loop.input, folded.side.input, folded.requests) == (500000, 300, 2)
+    # What the cost limit watches: the total's cost and the side request's, at $1/$2 a Mtok.
+    assert parser.spent == pytest.approx((500000 + 40 * 2 + 300 + 40 * 2) / 1e6)
+    assert folded.cost == pytest.approx(parser.spent)
+
+
 def test_claude_exit_codes_from_text() -> None:
     assert exit_code_of("Bash", False, "ok") == 0
     assert exit_code_of("Bash", True, "Exit code 3\nboom") == 3

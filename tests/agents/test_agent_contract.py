@@ -65,6 +65,13 @@ scripted:
   endless: true
   turns:
     - run: ["git --version"]
+    - run: ["git --version"]
+    - run: ["git --version"]
+    # A request past the limit is answered as slowly as a real model's: an agent the harness
+    # stops is stopped before the answer (the scripted model's instant answers let a fast
+    # client run one more command first, a race no real model gives it).
+    - run: ["git --version"]
+      hang: {secs: 20}
 """
 
 SIGNALS = """\

@@ -31,6 +31,26 @@ env.GIT_COMMITTER_EMAIL = "t@example.invalid"
 """
 
 
+# The pinned agent CLIs (./scripts/setup installs them) and llmtt's own loop, driven alike.
+CLI_AGENTS = ("claude-code", "opencode", "codex", "litellm")
+_CLI_BIN = Path(__file__).resolve().parents[1] / "node_modules" / ".bin"
+_CLI_EXECUTABLES = {"claude-code": "claude", "opencode": "opencode", "codex": "codex"}
+
+
+def cli_project(root: Path, toml: str = "") -> Project:
+    """A project whose llmtt.toml (GIT_TOML, then `toml`) points each agent CLI at its pinned
+    binary; missing binaries fail the test with what to run."""
+    for name in _CLI_EXECUTABLES.values():
+        path = _CLI_BIN / name
+        assert path.exists(), f"{path} missing: run ./scripts/setup (npm install)"
+    project = Project(root)
+    tables = "".join(
+        f'\n[agents.{a}]\nexecutable = "{_CLI_BIN / e}"\n' for a, e in _CLI_EXECUTABLES.items()
+    )
+    project.write("llmtt.toml", GIT_TOML + tables + toml)
+    return project
+
+
 @dataclass
 class DoitResult:
     """One `doit` invocation."""

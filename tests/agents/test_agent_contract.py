@@ -19,16 +19,12 @@ Where an agent cannot meet the contract, the test asserts what it gives and says
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import GIT_TOML, Project
+from conftest import CLI_AGENTS, Project, cli_project
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = ROOT / "node_modules" / ".bin"
-AGENTS = ("claude-code", "opencode", "codex", "litellm")
-EXECUTABLES = {"claude-code": "claude", "opencode": "opencode", "codex": "codex"}
+AGENTS = CLI_AGENTS
 ANTHROPIC_WIRE = ("claude-code",)  # the agents whose wire carries cache writes
 OWN_TOTALS = ("claude-code", "codex")
 
@@ -112,15 +108,9 @@ SESSIONS = {
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Project:
-    for name in EXECUTABLES.values():
-        assert (BIN / name).exists(), f"{BIN / name} missing: run ./scripts/setup (npm install)"
-    project = Project(tmp_path_factory.mktemp("contract") / "proj")
-    agents = "".join(f'\n[agents.{a}]\nexecutable = "{BIN / e}"\n' for a, e in EXECUTABLES.items())
-    project.write(
-        "llmtt.toml",
-        GIT_TOML
-        + agents
-        + '\n[agents.opencode.env]\nOPENCODE_EXPERIMENTAL_BASH_DEFAULT_TIMEOUT_MS = "4000"\n',
+    project = cli_project(
+        tmp_path_factory.mktemp("contract") / "proj",
+        '\n[agents.opencode.env]\nOPENCODE_EXPERIMENTAL_BASH_DEFAULT_TIMEOUT_MS = "4000"\n',
     )
     for name, text in SESSIONS.items():
         project.write(f"scenarios/{name}.yaml", text)

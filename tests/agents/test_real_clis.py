@@ -8,17 +8,12 @@ metrics.json for every agent."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import GIT_TOML, Project
+from conftest import CLI_AGENTS, Project, cli_project
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = ROOT / "node_modules" / ".bin"
-# llmtt's own litellm loop plays the same session through real HTTP and litellm.
-AGENTS = ("claude-code", "opencode", "codex", "litellm")
-EXECUTABLES = {"claude-code": "claude", "opencode": "opencode", "codex": "codex"}
+AGENTS = CLI_AGENTS
 
 SOLUTION = [
     "git --help",
@@ -78,11 +73,7 @@ EXPECTED: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Project:
-    for name in EXECUTABLES.values():
-        assert (BIN / name).exists(), f"{BIN / name} missing: run ./scripts/setup (npm install)"
-    project = Project(tmp_path_factory.mktemp("clis") / "proj")
-    agents = "".join(f'\n[agents.{a}]\nexecutable = "{BIN / e}"\n' for a, e in EXECUTABLES.items())
-    project.write("llmtt.toml", GIT_TOML + agents)
+    project = cli_project(tmp_path_factory.mktemp("clis") / "proj")
     solution = "".join(f"\n  - {json.dumps(c)}" for c in SOLUTION)
     project.write(
         "scenarios/git-basics.yaml",

@@ -12,14 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import GIT_TOML, Project
+from conftest import CLI_AGENTS, Project, cli_project
 
 from llmtt.scripted import TITLE_TEXT
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = ROOT / "node_modules" / ".bin"
-AGENTS = ("claude-code", "opencode", "codex", "litellm")
-EXECUTABLES = {"claude-code": "claude", "opencode": "opencode", "codex": "codex"}
+AGENTS = CLI_AGENTS
 
 PARALLEL_TURNS = [
     ["git init -q .", "echo one > one.txt", "echo two > two.txt"],
@@ -85,11 +82,7 @@ SCENARIOS = {
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Project:
-    for name in EXECUTABLES.values():
-        assert (BIN / name).exists(), f"{BIN / name} missing: run ./scripts/setup (npm install)"
-    project = Project(tmp_path_factory.mktemp("sessions") / "proj")
-    agents = "".join(f'\n[agents.{a}]\nexecutable = "{BIN / e}"\n' for a, e in EXECUTABLES.items())
-    project.write("llmtt.toml", GIT_TOML + agents)
+    project = cli_project(tmp_path_factory.mktemp("sessions") / "proj")
     for name, text in SCENARIOS.items():
         project.write(f"scenarios/{name}.yaml", text)
     # Only the agent tasks: what is asserted here is what the agents did and recorded.

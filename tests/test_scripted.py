@@ -108,12 +108,16 @@ class Answer:
 
 
 def post(
-    server: ScriptedServer, path: str, body: dict[str, Any], timeout: float = 10
+    server: ScriptedServer,
+    path: str,
+    body: dict[str, Any],
+    timeout: float = 10,
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
     request = urllib.request.Request(
         server.url + path,
         data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", **(headers or {})},
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -275,8 +279,10 @@ def serve(tmp_path: Path) -> Iterator[Any]:
     """Start servers for sessions; each stops at the end of the test."""
     started: list[ScriptedServer] = []
 
-    def start(session: ScriptedSession | list[str], log: str = "log.jsonl") -> ScriptedServer:
-        server = ScriptedServer(session, log=tmp_path / log).start()
+    def start(
+        session: ScriptedSession | list[str], log: str = "log.jsonl", api_key: str | None = None
+    ) -> ScriptedServer:
+        server = ScriptedServer(session, log=tmp_path / log, api_key=api_key).start()
         started.append(server)
         return server
 
@@ -379,6 +385,73 @@ def test_arguments_follow_the_tool_schema(
     name: str, schema: dict[str, Any], expected: dict[str, Any]
 ) -> None:
     assert shell_arguments(name, schema, "ls") == expected
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_server_with_a_key_answers_only_requests_carrying_it(
+    serve: Any, wire: str, tmp_path: Path
+) -> None:
+    # The first attempt at turn 1 fails: the refused requests before it are no attempts.
+    session = ScriptedSession(turns=[Turn(run=["git init"], error=HttpError(status=500, times=1))])
+    server = serve(session, api_key="sk-right")
+    body = conversation(wire, [])
+    refused = [
+        post(server, PATHS[wire], body, headers=headers)
+        for headers in (
+            {},
+            {"Authorization": "Bearer sk-wrong"},
+            {"x-api-key": "sk-wrong"},
+            {"Authorization": "sk-right"},  # no scheme
+            {"Authorization": "Basic sk-right"},
+        )
+    ]
+    message = "scripted: wrong or missing API key"
+    expected = (
+        {"type": "error", "error": {"type": "authentication_error", "message": message}}
+        if wire == "messages"
+        else {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "invalid_api_key",
+            }
+        }
+    )
+    for status, headers, raw in refused:
+        assert (status, headers["Content-Type"], json.loads(raw)) == (
+            401,
+            "application/json",
+            expected,
+        )
+    admitted = [
+        post(server, PATHS[wire], body, headers=headers)
+        for headers in (
+            {"Authorization": "Bearer sk-right"},
+            {"x-api-key": "sk-right"},
+            {"authorization": "bearer  sk-right", "X-Api-Key": "sk-wrong"},
+        )
+    ]
+    assert [status for status, _, _ in admitted] == [500, 200, 200]
+    # Reading the models stays open, as a client probing the server does without its key.
+    with urllib.request.urlopen(server.url + "/v1/models", timeout=10) as response:
+        assert response.status == 200
+    log = log_of(tmp_path / "log.jsonl")
+    assert [(e["status"], e["attempt"], e["calls"], e["command"]) for e in log] == [
+        *[(401, 0, 0, None)] * 5,
+        (500, 1, 1, "git init"),
+        (200, 2, 1, "git init"),
+        (200, 3, 1, "git init"),
+    ]
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_server_without_a_key_answers_every_request(serve: Any, wire: str) -> None:
+    server = serve(COMMANDS)
+    body = conversation(wire, [])
+    for headers in ({}, {"Authorization": "Bearer anything"}, {"x-api-key": ""}):
+        status, _, raw = post(server, PATHS[wire], body, headers=headers)
+        assert status == 200 and b"git init" in raw
 
 
 # -- exact shapes of a rich turn: text, two parallel calls, cache figures ---------------------

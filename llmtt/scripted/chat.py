@@ -98,6 +98,8 @@ def error(status: int, message: str) -> dict[str, Any]:
     """OpenAI's error object."""
     if status == 429:
         kind, code = "requests", "rate_limit_exceeded"
+    elif status == 401:
+        kind, code = "invalid_request_error", "invalid_api_key"
     else:
         kind, code = ("server_error" if status >= 500 else "invalid_request_error"), None
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}

@@ -8,14 +8,20 @@ results, in the order the client sent them), `side` (a side request: no shell to
 `attempt` (how often this turn was asked for, counting this request; 0 for side requests),
 `status` (the HTTP status returned), `hang_secs`, `calls` (tool calls in the answer),
 `commands`, `command` (the first one, or null) and `text`.
+
+With an `api_key`, a POST must carry it (`Authorization: Bearer KEY` or `x-api-key: KEY`); one
+that does not is refused with 401 in its wire's error format, logged with that status, no calls
+and attempt 0, and counts no attempt of its turn. GET and HEAD stay open.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,14 +41,21 @@ Fault = TypeVar("Fault", HttpError, Hang)
 
 class ScriptedServer:
     """The server, on 127.0.0.1 and a free port, in a background thread. It plays `session`,
-    or a solution's commands as the default session."""
+    or a solution's commands as the default session; with `api_key`, only to requests that
+    carry that key."""
 
     def __init__(
-        self, session: ScriptedSession | Sequence[str], log: Path | None = None, port: int = 0
+        self,
+        session: ScriptedSession | Sequence[str],
+        log: Path | None = None,
+        port: int = 0,
+        *,
+        api_key: str | None = None,
     ) -> None:
         if not isinstance(session, ScriptedSession):
             session = ScriptedSession.of_solution(list(session))
         self.session = session
+        self.api_key = api_key
         self._log = log
         self._lock = threading.Lock()
         self._attempts: dict[int, int] = {}
@@ -89,6 +102,19 @@ class ScriptedServer:
         with self._lock:
             self._attempts[turn] = self._attempts.get(turn, 0) + 1
             return self._attempts[turn]
+
+    def admits(self, authorization: str | None, x_api_key: str | None) -> bool:
+        """Whether a request with these headers may be answered: always without a key, else
+        when it carries the key as a bearer token or as `x-api-key`."""
+        if self.api_key is None:
+            return True
+        expected = self.api_key.encode()
+        scheme, _, token = (authorization or "").strip().partition(" ")
+        bearer = token.strip() if scheme.lower() == "bearer" else None
+        return any(
+            given is not None and hmac.compare_digest(given.encode(), expected)
+            for given in (bearer, x_api_key)
+        )
 
     def hang(self, secs: float) -> None:
         """Wait `secs`, or until the server stops."""
@@ -141,6 +167,11 @@ class _Handler(BaseHTTPRequestHandler):
         if wire is None or not isinstance(body, dict):
             self._json({"error": {"message": f"no such endpoint: {path}"}}, status=404)
             return
+        if not self.server_ref.admits(
+            self.headers.get("Authorization"), self.headers.get("x-api-key")
+        ):
+            self._refuse(wire, path, body)
+            return
         try:
             self._play(wire, path, body)
         except (BrokenPipeError, ConnectionResetError):
@@ -166,6 +197,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         stall = hang.secs if hang is not None and hang.at == "stream" else 0.0
         self._sse(wire.events(answer, body), wire.done, stall)
+
+    def _refuse(self, wire: Wire, path: str, body: dict[str, Any]) -> None:
+        """401 for a request without the server's key: logged, but no attempt of its turn."""
+        tools, results = wire.read(body)
+        reply = self.server_ref.session.reply(tools, len(results))
+        refused = replace(reply, text=None, commands=(), arguments=())
+        self._log(path, body, refused, results, 0, 401, None)
+        self._error(wire, HttpError(status=401), "scripted: wrong or missing API key")
 
     def _log(
         self,

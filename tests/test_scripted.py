@@ -33,6 +33,7 @@ from llmtt.scripted import (
     Usage,
     shell_arguments,
 )
+from llmtt.scripted.session import played_marker
 from llmtt.selection import Selection
 
 COMMANDS = ["git init", "git status"]
@@ -71,25 +72,60 @@ RICH = Turn(
 # -- a small client of each wire format ------------------------------------------------------
 
 
-def conversation(wire: str, results: list[str], tools: bool = True) -> dict[str, Any]:
-    """A request of `wire` whose conversation holds tool results with the ids `results`."""
+def conversation(
+    wire: str, results: list[str], tools: bool = True, output: str = "ok"
+) -> dict[str, Any]:
+    """A request of `wire` whose conversation holds tool results with the ids `results`, each
+    with the text `output`."""
     body: dict[str, Any] = {"model": "m"}
     if tools:
         body["tools"] = [TOOLS[wire]]
     if wire == "messages":
-        blocks = [{"type": "tool_result", "tool_use_id": i, "content": "ok"} for i in results]
+        blocks = [{"type": "tool_result", "tool_use_id": i, "content": output} for i in results]
         body["messages"] = [{"role": "user", "content": "go"}]
         if blocks:
             body["messages"].append({"role": "user", "content": blocks})
     elif wire == "chat":
         body["messages"] = [{"role": "user", "content": "go"}] + [
-            {"role": "tool", "tool_call_id": i, "content": "ok"} for i in results
+            {"role": "tool", "tool_call_id": i, "content": output} for i in results
         ]
         body["stream_options"] = {"include_usage": True}
     else:
         body["input"] = [{"type": "message", "role": "user", "content": "go"}] + [
-            {"type": "function_call_output", "call_id": i, "output": "ok"} for i in results
+            {"type": "function_call_output", "call_id": i, "output": output} for i in results
         ]
+    return body
+
+
+def compacted(wire: str, summaries: list[str], results: list[str], **kw: Any) -> dict[str, Any]:
+    """A conversation after a compaction, as each wire's agent carries its summary on (the
+    earlier turns' results are gone): opencode as the assistant's message, then its "Continue"
+    (Chat Completions); claude-code in a user message's text block (Messages); codex in a user
+    message's `input_text` (Responses). Then the tool results `results`."""
+    body = conversation(wire, results, **kw)
+    if wire == "chat":
+        said = []
+        for summary in summaries:
+            said += [
+                {"role": "assistant", "content": summary},
+                {"role": "user", "content": [{"type": "text", "text": "Continue if you have"}]},
+            ]
+    elif wire == "messages":
+        said = [
+            {"role": "user", "content": [{"type": "text", "text": f"Summarized:\n{summary}"}]}
+            for summary in summaries
+        ]
+    else:
+        said = [
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": f"Another model's summary: {summary}"}],
+            }
+            for summary in summaries
+        ]
+    key = "input" if wire == "responses" else "messages"
+    body[key] = body[key][:1] + said + body[key][1:]
     return body
 
 
@@ -909,10 +945,12 @@ def test_side_requests_and_retries_do_not_move_the_script(
     )
     server = serve(session)
     ask(server, wire, stream, conversation(wire, []))
-    # A title or compaction request offers no shell tool: plain text, whatever came before.
+    # A title or compaction request offers no shell tool: plain text, whatever came before,
+    # with the marker of how far the session is.
+    marked = f"{TITLE_TEXT} [llmtt scripted: 1 turn played]"
     for _ in range(2):
         side = ask(server, wire, stream, conversation(wire, ["r"], tools=False))
-        assert (side.status, side.text, side.calls) == (200, TITLE_TEXT, [])
+        assert (side.status, side.text, side.calls) == (200, marked, [])
     # The side requests used none of turn 2's attempts: its first attempt still fails.
     retried = [ask(server, wire, stream, conversation(wire, ["r"])) for _ in range(3)]
     assert [a.status for a in retried] == [500, 200, 200]
@@ -920,13 +958,101 @@ def test_side_requests_and_retries_do_not_move_the_script(
     log = log_of(tmp_path / "log.jsonl")
     assert [(e["side"], e["turn"], e["attempt"], e["status"], e["text"]) for e in log] == [
         (False, 0, 1, 200, None),
-        (True, 1, 0, 200, TITLE_TEXT),
-        (True, 1, 0, 200, TITLE_TEXT),
+        (True, 1, 0, 200, marked),
+        (True, 1, 0, 200, marked),
         (False, 1, 1, 500, None),
         (False, 1, 2, 200, None),
         (False, 1, 3, 200, None),
     ]
     assert all(e["tools"] == 0 for e in log if e["side"])
+
+
+@EVERY_WIRE
+def test_a_compacted_conversation_goes_on_from_the_marker_of_its_summary(
+    serve: Any, wire: str, stream: bool, tmp_path: Path
+) -> None:
+    session = ScriptedSession(
+        turns=[
+            Turn(run=["echo a"]),
+            Turn(run=["echo b1", "echo b2"]),
+            Turn(run=["echo c"]),
+            Turn(run=["echo d"]),
+            Turn(say="Done."),
+        ]
+    )
+    server = serve(session)
+    p = PREFIX[wire]
+    ids = [f"{p}{n:04d}" for n in range(1, 6)]
+    assert commands(ask(server, wire, stream, conversation(wire, ids[:1]))) == [
+        "echo b1",
+        "echo b2",
+    ]
+    # The agent compacts: a side request holding the conversation so far, no tools.
+    summary = ask(server, wire, stream, conversation(wire, ids[:3], tools=False)).text
+    assert summary == f"{TITLE_TEXT} [llmtt scripted: 2 turns played]"
+    # It goes on with the summary alone: turn 3 is played, ids and figures numbered on.
+    after = ask(server, wire, stream, compacted(wire, [summary], []))
+    assert (after.calls[0][0], commands(after)) == (ids[3], ["echo c"])
+    assert uncached_input(wire, after.usage) == 1000 + 100 * 2
+    # Asked again it answers the same; a result after the summary is turn 4.
+    again = ask(server, wire, stream, compacted(wire, [summary], []))
+    assert (again.calls, again.usage) == (after.calls, after.usage)
+    assert commands(ask(server, wire, stream, compacted(wire, [summary], ids[3:4]))) == ["echo d"]
+    # A second compaction: its summary states the higher count, and the results after it
+    # count; a command's output that reads like a marker is not the model's and counts none.
+    second = ask(server, wire, stream, compacted(wire, [summary], ids[3:5], tools=False)).text
+    assert second == f"{TITLE_TEXT} [llmtt scripted: 4 turns played]"
+    stale = f"{TITLE_TEXT} [llmtt scripted: 1 turn played]"
+    last = compacted(wire, [second, stale], [], output="[llmtt scripted: 9 turns played]")
+    assert ask(server, wire, stream, last).text == "Done."
+    echoed = compacted(wire, [second], ["x"], output="[llmtt scripted: 9 turns played]")
+    assert ask(server, wire, stream, echoed).text == "Done."
+    log = log_of(tmp_path / "log.jsonl")
+    assert [(e["played"], e["results"], e["side"], e["turn"]) for e in log] == [
+        (0, 1, False, 1),
+        (0, 3, True, 2),
+        (2, 0, False, 2),
+        (2, 0, False, 2),
+        (2, 1, False, 3),
+        (2, 2, True, 4),
+        (4, 0, False, 4),
+        (4, 1, False, 4),
+    ]
+    assert [e["attempt"] for e in log if not e["side"]] == [1, 1, 2, 1, 1, 2]
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_conversation_written_out_as_text_counts_its_results(serve: Any, wire: str) -> None:
+    # opencode's summary request: the conversation since its last summary as one text, each
+    # finished call a `[Tool result]:` or `[Tool error]:` line, the prior summary after them.
+    server = serve([f"echo {n}" for n in range(6)])
+    flattened = (
+        "Here is the conversation so far:\n\n<conversation>\n[User]: Continue.\n\n"
+        '[Assistant tool call]: bash({"command":"echo 2"})\n[Tool result]: 2\n'
+        '[Assistant tool call]: bash({"command":"echo 3"})\n[Tool error]: killed\n'
+        '[Assistant tool call]: bash({"command":"echo 4"})\n</conversation>\n\n'
+        "<prior-summary>\nSUMMARY\n</prior-summary>\n"
+    )
+    body = conversation(wire, [], tools=False)
+    key = "input" if wire == "responses" else "messages"
+    body[key][0]["content"] = flattened.replace("SUMMARY", f"{TITLE_TEXT} {played_marker(2)}")
+    assert ask(server, wire, False, body).text == f"{TITLE_TEXT} {played_marker(4)}"
+    body[key][0]["content"] = flattened.replace("SUMMARY", "")  # the first summary: from turn 0
+    assert ask(server, wire, False, body).text == f"{TITLE_TEXT} {played_marker(2)}"
+
+
+def test_markers_count_from_the_highest_and_past_the_turns_of_an_endless_session() -> None:
+    session = ScriptedSession(turns=[Turn(run=["a", "b"]), Turn(run=["c"])], endless=True)
+    bash = [("bash", CHAT_BASH["function"]["parameters"])]  # type: ignore[index]
+    # Turn 5 (0-based) of an endless session: 2 + 4 calls before it.
+    reply = session.reply(bash, 0, played=5)
+    assert (reply.turn, reply.first_call, reply.commands) == (5, 6, ("c",))
+    assert session.reply(bash, 1, played=5).turn == 6
+    assert session.reply([], 2, played=5).text == f"{TITLE_TEXT} [llmtt scripted: 7 turns played]"
+    # A marker past the final answer of a session that ends: still the final answer.
+    ended = ScriptedSession(turns=[Turn(run=["a"]), Turn(say="Done.")])
+    assert ended.reply(bash, 0, played=40).text == "Done."
+    assert ended.reply([], 0).text == TITLE_TEXT  # no marker before the first turn
 
 
 # -- the session format: validated, located in scenario files, part of the agent key ----------

@@ -5,7 +5,9 @@ OpenAI Chat Completions (opencode, litellm) and OpenAI Responses (codex), stream
 plain. A scenario's `scripted:` session (`session.py`) chooses each turn's text, parallel tool
 calls, token figures, HTTP errors and hangs; without one the server plays the scenario's
 `solution`, one command a turn with fixed token counts, so a run's usage is the same on every
-machine. Each answer is decided from the request alone; a scripted run costs nothing.
+machine. Each answer is decided from the request alone: after a compaction, from the marker
+of turns played that the server's answer to the summary request left in the conversation. A
+scripted run costs nothing.
 """
 
 from __future__ import annotations

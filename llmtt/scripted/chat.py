@@ -9,16 +9,24 @@ from collections.abc import Iterator
 from typing import Any
 
 from llmtt.scripted.session import Reply, Usage
-from llmtt.scripted.wire import Event, Tools, Wire, result_ids
+from llmtt.scripted.wire import Event, Part, Request, Wire, conversation, request, text_of
 
 
-def read(body: dict[str, Any]) -> tuple[Tools, list[str]]:
-    """Offered tools and the ids of the tool results in the conversation."""
+def read(body: dict[str, Any]) -> Request:
+    """Offered tools and the conversation: `role: tool` messages are results, the content of
+    the others is text."""
     tools = [
         (t.get("function", {}).get("name", ""), t.get("function", {}).get("parameters", {}))
         for t in body.get("tools") or []
     ]
-    return tools, result_ids(body.get("messages"), ("tool",), "role", "tool_call_id")
+    return request(tools, conversation(body.get("messages"), _parts))
+
+
+def _parts(message: dict[str, Any]) -> Iterator[Part]:
+    if message.get("role") == "tool":
+        yield "result", str(message.get("tool_call_id"))
+    else:
+        yield "text", text_of(message.get("content"))
 
 
 def usage(figures: Usage) -> dict[str, Any]:

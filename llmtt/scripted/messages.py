@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from llmtt.scripted.session import Reply, Usage
-from llmtt.scripted.wire import Event, Tools, Wire, result_ids
+from llmtt.scripted.wire import Event, Part, Request, Wire, conversation, request, text_of
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -21,14 +21,25 @@ ERROR_TYPES = {
 }
 
 
-def read(body: dict[str, Any]) -> tuple[Tools, list[str]]:
-    """Offered tools and the ids of the tool results in the conversation."""
+def read(body: dict[str, Any]) -> Request:
+    """Offered tools and the conversation: `tool_result` blocks of user messages are results,
+    text blocks (and string contents) are text."""
     tools = [(t.get("name", ""), t.get("input_schema", {})) for t in body.get("tools") or []]
-    ids: list[str] = []
-    for message in body.get("messages") or []:
-        if isinstance(message, dict) and message.get("role") == "user":
-            ids += result_ids(message.get("content"), ("tool_result",), "type", "tool_use_id")
-    return tools, ids
+    return request(tools, conversation(body.get("messages"), _parts))
+
+
+def _parts(message: dict[str, Any]) -> Iterator[Part]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        yield "text", text_of(content)
+        return
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "tool_result" and message.get("role") == "user":
+            yield "result", str(block.get("tool_use_id"))
+        elif block.get("type") == "text":
+            yield "text", text_of([block])
 
 
 def usage(figures: Usage) -> dict[str, int]:

@@ -10,17 +10,26 @@ from typing import Any
 
 from llmtt.scripted.chat import error
 from llmtt.scripted.session import Reply, Usage
-from llmtt.scripted.wire import Event, Tools, Wire, result_ids
+from llmtt.scripted.wire import Event, Part, Request, Wire, conversation, request, text_of
 
 OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
 
 
-def read(body: dict[str, Any]) -> tuple[Tools, list[str]]:
-    """Offered tools and the ids of the tool results in the input items."""
+def read(body: dict[str, Any]) -> Request:
+    """Offered tools and the input items: tool outputs are results, messages' content is
+    text (an input given as one string is text too)."""
     tools = [
         (t.get("name", t.get("type", "")), t.get("parameters", {})) for t in body.get("tools") or []
     ]
-    return tools, result_ids(body.get("input"), OUTPUT_ITEMS, "type", "call_id")
+    return request(tools, conversation(body.get("input"), _parts))
+
+
+def _parts(item: dict[str, Any]) -> Iterator[Part]:
+    kind = item.get("type", "message")
+    if kind in OUTPUT_ITEMS:
+        yield "result", str(item.get("call_id"))
+    elif kind == "message":
+        yield "text", text_of(item.get("content"))
 
 
 def usage(figures: Usage) -> dict[str, Any]:

@@ -2,8 +2,10 @@
 the session's errors and hangs, answers plainly or streamed, and logs every request.
 
 Each log line (JSON) holds: `ts`, `path`, `model`, `stream`, `tools` (tools offered),
-`results` (tool results in the conversation), `answered` (the ids of the previous turn's
-results, in the order the client sent them), `side` (a side request: no shell tool),
+`played` (the turns a marker in the conversation says were played before a compaction, 0
+without one; see session.py), `results` (tool results in the conversation, after that marker),
+`answered` (the ids of the previous turn's results, in the order the client sent them), `side`
+(a side request: no shell tool),
 `turn` (0-based position in the session; the final answer is the number of turns),
 `attempt` (how often this turn was asked for, counting this request; 0 for side requests),
 `status` (the HTTP status returned), `hang_secs`, `calls` (tool calls in the answer),
@@ -29,7 +31,7 @@ from typing import Any, TypeVar
 from llmtt.atomic import open_private
 from llmtt.scripted import chat, messages, responses
 from llmtt.scripted.session import Hang, HttpError, Reply, ScriptedSession
-from llmtt.scripted.wire import Event, Wire
+from llmtt.scripted.wire import Event, Request, Wire
 
 WIRES = (
     ("/messages", messages.WIRE),
@@ -179,13 +181,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _play(self, wire: Wire, path: str, body: dict[str, Any]) -> None:
         server = self.server_ref
-        tools, results = wire.read(body)
-        reply = server.session.reply(tools, len(results))
+        request = wire.read(body)
+        reply = server.session.reply(request.tools, len(request.results), request.played)
         attempt = 0 if reply.side else server.attempt(reply.turn)
         hang = _applies(reply.hang, attempt)
         error = _applies(reply.error, attempt)
         stream = bool(body.get("stream"))
-        self._log(path, body, reply, results, attempt, error.status if error else 200, hang)
+        self._log(path, body, reply, request, attempt, error.status if error else 200, hang)
         if hang is not None and (hang.at == "start" or not stream):
             server.hang(hang.secs)
         if error is not None:
@@ -200,10 +202,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _refuse(self, wire: Wire, path: str, body: dict[str, Any]) -> None:
         """401 for a request without the server's key: logged, but no attempt of its turn."""
-        tools, results = wire.read(body)
-        reply = self.server_ref.session.reply(tools, len(results))
+        request = wire.read(body)
+        reply = self.server_ref.session.reply(request.tools, len(request.results), request.played)
         refused = replace(reply, text=None, commands=(), arguments=())
-        self._log(path, body, refused, results, 0, 401, None)
+        self._log(path, body, refused, request, 0, 401, None)
         self._error(wire, HttpError(status=401), "scripted: wrong or missing API key")
 
     def _log(
@@ -211,7 +213,7 @@ class _Handler(BaseHTTPRequestHandler):
         path: str,
         body: dict[str, Any],
         reply: Reply,
-        results: list[str],
+        request: Request,
         attempt: int,
         status: int,
         hang: Hang | None,
@@ -223,8 +225,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "model": body.get("model"),
                 "stream": bool(body.get("stream")),
                 "tools": len(body.get("tools") or []),
-                "results": len(results),
-                "answered": results[max(0, len(results) - reply.previous_calls) :],
+                "played": request.played,
+                "results": len(request.results),
+                "answered": request.results[max(0, len(request.results) - reply.previous_calls) :],
                 "side": reply.side,
                 "turn": reply.turn,
                 "attempt": attempt,

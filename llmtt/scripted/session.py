@@ -16,6 +16,16 @@ request gets the same answer, ids included. Side requests (titles, summaries, co
 requests that offer no shell tool) get plain text and leave the script where it is. Only
 errors and hangs `times` count attempts, per turn, on the server; side requests count none.
 
+A compaction replaces an agent's conversation with a summary: the tool results are gone. So a
+side request's text ends with a marker of how far the session is (`Scripted session [llmtt
+scripted: 3 turns played]`; none before the first turn is played), and the agent's summary,
+the answer it was given, carries it on. A conversation's turn is then counted from the highest
+marker in its text (`played`), plus its tool results after that marker: turn `played` is played
+once they are in, and the results on from there as above. Tool results' own text is never
+searched for a marker (a command's output is not the model's). An agent may write its
+conversation out as text for the summary request (opencode: `[Tool result]: ...` lines, its
+prior summary after them); such results count too (wire.py), after that text's marker.
+
 Usage: `input` is the uncached input. Anthropic gets the four figures in its own fields;
 the OpenAI formats count cached tokens inside `prompt_tokens` / `input_tokens` and have no field
 for cache writes, so there `input + cache_read` is sent with `cached_tokens = cache_read` and
@@ -24,6 +34,7 @@ for cache writes, so there `input + cache_read` is sent with `cached_tokens = ca
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -33,6 +44,8 @@ from llmtt.config import Strict
 
 FINAL_TEXT = "Done: every step of the task has been carried out."
 TITLE_TEXT = "Scripted session"
+# The marker of a side answer; a count of more than 9 digits is no marker of the server's.
+PLAYED = re.compile(r"\[llmtt scripted: (\d{1,9}) turns? played\]")
 SHELL_TOOLS = ("Bash", "bash", "exec_command", "shell", "local_shell")
 INPUT_TOKENS_BASE = 1000
 INPUT_TOKENS_PER_TURN = 100
@@ -127,9 +140,12 @@ class ScriptedSession(Strict):
         """The default session: one solution command per turn, then the final answer."""
         return cls(turns=[Turn(run=[command]) for command in commands])
 
-    def reply(self, tools: list[tuple[str, dict[str, Any]]], results: int) -> Reply:
-        """The answer to a request offering `tools` whose conversation holds `results`."""
-        turn, first_call = self._position(results)
+    def reply(
+        self, tools: list[tuple[str, dict[str, Any]]], results: int, played: int = 0
+    ) -> Reply:
+        """The answer to a request offering `tools` whose conversation holds `results` tool
+        results after a marker of `played` turns (0: no marker)."""
+        turn, first_call = self._position(self._calls_before(played) + results)
         before = self._turn(turn - 1) if turn else None
         final = Reply(
             turn=turn,
@@ -144,20 +160,21 @@ class ScriptedSession(Strict):
         )
         shell = next(((n, s) for n, s in tools if n in SHELL_TOOLS), None)
         if shell is None:
-            return replace(final, side=True, text=TITLE_TEXT, usage=self.side_usage or final.usage)
-        played = self._turn(turn)
-        if played is None:
+            text = f"{TITLE_TEXT} {played_marker(turn)}" if turn else TITLE_TEXT
+            return replace(final, side=True, text=text, usage=self.side_usage or final.usage)
+        scripted = self._turn(turn)
+        if scripted is None:
             return final
         name, schema = shell
         return replace(
             final,
-            text=played.say,
-            commands=tuple(played.run),
+            text=scripted.say,
+            commands=tuple(scripted.run),
             tool=name,
-            arguments=tuple(shell_arguments(name, schema, c) for c in played.run),
-            usage=played.usage or default_usage(turn, calls=bool(played.run)),
-            error=played.error,
-            hang=played.hang,
+            arguments=tuple(shell_arguments(name, schema, c) for c in scripted.run),
+            usage=scripted.usage or default_usage(turn, calls=bool(scripted.run)),
+            error=scripted.error,
+            hang=scripted.hang,
         )
 
     def _position(self, results: int) -> tuple[int, int]:
@@ -172,11 +189,28 @@ class ScriptedSession(Strict):
             turn, calls = turn + again, calls + again * width
         return turn, calls
 
+    def _calls_before(self, turn: int) -> int:
+        """The calls of the turns before position `turn`: the results that lead to it."""
+        calls = sum(len(t.run) for t in self.turns[:turn])
+        if self.endless and turn > len(self.turns):
+            calls += (turn - len(self.turns)) * len(self.turns[-1].run)
+        return calls
+
     def _turn(self, turn: int) -> Turn | None:
         """The turn played at position `turn`; None for the final answer."""
         if turn < len(self.turns):
             return self.turns[turn]
         return self.turns[-1] if self.endless else None
+
+
+def played_marker(turns: int) -> str:
+    """The marker a side answer ends with: how many turns of the session have been played."""
+    return f"[llmtt scripted: {turns} turn{'' if turns == 1 else 's'} played]"
+
+
+def played_in(text: str) -> int:
+    """The highest number of turns played that a marker in `text` states; 0 without one."""
+    return max((int(m) for m in PLAYED.findall(text)), default=0)
 
 
 def default_usage(turn: int, *, calls: bool) -> Usage:

@@ -142,6 +142,7 @@ class LitellmAgent(Agent):
             duration_secs=duration,
             natural_stop=stop.natural,
             error=stop.error,
+            reason=reason,
         )
 
     def _loop(self, ctx: RunContext, loop: _Loop) -> _Stop:

@@ -1,18 +1,26 @@
 """llmtt's litellm loop over real HTTP on loopback: turn limit, truncation, prices, cost limit,
 retries and quota errors, a command environment without a terminal, a failing or hanging
-provider within the run's time, cache tokens (a paid provider is stood in for at the wire,
-nowhere else)."""
+provider within the run's time, cache tokens, and the reason its exit gives for each way it
+stops (a paid provider is stood in for at the wire, nowhere else)."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import GIT_TOML, FakeProvider, Project, chat_answer
 
-from llmtt.agents.litellm_agent import truncate
+from llmtt.agents.base import AgentExit, RunContext
+from llmtt.agents.litellm_agent import LitellmAgent, truncate
+from llmtt.config import AgentSettings, ModelSpec
+from llmtt.events import EventWriter
+from llmtt.scenario import Scenario
 from llmtt.scripted import ScriptedServer
 
 ENABLED = {"LLMTT_ENABLED": "1", "REMOTE_KEY": "test-key"}
@@ -366,3 +374,81 @@ def test_cache_reads_and_writes_are_kept_apart_from_uncached_input(
     ) == (50, 800, 150, 5)
     assert usage["cost_usd"] == pytest.approx(1005 / 1e6)  # cached input at the input price
     assert project.json("s/litellm-remote/r1/metrics.json")["input_tokens"] == 50
+
+
+# -- how the loop ends: the same reason in its exit (run.json's stop_reason) and its events ----
+
+
+def run_loop(
+    tmp_path: Path,
+    model: str,
+    *,
+    url: str | None = None,
+    max_turns: int = 10,
+    timeout_secs: float = 30,
+    budget: Callable[[float], str | None] | None = None,
+) -> tuple[AgentExit, dict[str, Any]]:
+    """Run the loop in this process; its exit and the `complete` event it ended its log with."""
+    out = io.StringIO()
+    workspace = tmp_path / "workspace"
+    workspace.mkdir(exist_ok=True)
+    remote = ModelSpec(
+        litellm="openai/remote",
+        api_base=url,
+        api_key_env="REMOTE_KEY",
+        input_usd_per_mtok=1.0,
+        output_usd_per_mtok=1.0,
+    )
+    ctx = RunContext(
+        run_id="r",
+        scenario=Scenario.model_validate({"task": {"prompt": "Do it."}}),
+        prompt="Do it.",
+        workspace=workspace,
+        home=tmp_path,
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
+        model=model,
+        timeout_secs=timeout_secs,
+        max_turns=max_turns,
+        transcript=io.BytesIO(),
+        events=EventWriter(out),
+        model_url=url,
+        models={"remote": remote},
+        session_budget=budget,
+    )
+    settings = AgentSettings(max_retries=1, retry_backoff_secs=0.01)
+    ended = LitellmAgent(settings, tmp_path).run(ctx)
+    *_, complete = [json.loads(line) for line in out.getvalue().split("\n") if line]
+    assert complete["event"] == "complete"
+    return ended, complete
+
+
+def test_the_exit_says_why_the_loop_stopped_at_its_turn_limit(tmp_path: Path) -> None:
+    with ScriptedServer(["echo 1", "echo 2", "echo 3"]) as server:
+        ended, complete = run_loop(tmp_path, "scripted", url=server.url, max_turns=2)
+    assert ended.reason == complete["reason"] == "turn limit reached (2 turns)"
+    assert (ended.error, ended.natural_stop, ended.exit_code) == (None, False, 0)
+
+
+def test_the_exit_says_why_the_loop_stopped_on_a_provider_error(
+    tmp_path: Path, provider: tuple[str, type[FakeProvider]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, handler = provider
+    handler.queue = [(200, chat_call("echo hi")), (500, {"error": {"message": "overloaded"}})]
+    monkeypatch.setenv("REMOTE_KEY", "test-key")
+    ended, complete = run_loop(tmp_path, "remote", url=url)
+    assert ended.reason == complete["reason"]
+    assert ended.reason is not None and ended.reason.startswith("provider error: gave up after 2")
+    assert (ended.error, ended.natural_stop, ended.exit_code) == (None, False, 1)
+
+
+def test_the_exit_says_why_the_loop_stopped_at_its_time_or_budget(tmp_path: Path) -> None:
+    with ScriptedServer(["echo 1", "echo 2"]) as server:
+        late, complete = run_loop(tmp_path, "scripted", url=server.url, timeout_secs=0)
+        assert late.reason == complete["reason"] == "timed out after 0s"
+        assert (late.timed_out, late.error, late.exit_code) == (True, None, None)
+        spent = "budget exhausted: spent $0 of $0"
+        broke, complete = run_loop(tmp_path, "scripted", url=server.url, budget=lambda _: spent)
+        # The budget stops a run that is then not a result: its error is the reason too.
+        assert broke.reason == broke.error == complete["reason"] == spent
+        done, complete = run_loop(tmp_path, "scripted", url=server.url)
+        assert done.reason is None and "reason" not in complete and done.natural_stop

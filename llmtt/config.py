@@ -120,13 +120,46 @@ EVALUATION_SETTINGS: set[str] = {"command_marker"}
 
 
 class ModelSpec(Strict):
-    """How litellm reaches a model (`[models.<name>]`), and its price when litellm has none."""
+    """How the agents reach a model (`[models.<name>]`), and its price when litellm has none."""
 
-    litellm: str | None = Field(None, description="litellm's model name; default: the table's name")
-    api_base: str | None = None
-    api_key_env: str | None = Field(None, description="Variable holding the API key.")
-    input_usd_per_mtok: float | None = Field(None, ge=0)
-    output_usd_per_mtok: float | None = Field(None, ge=0)
+    litellm: str | None = Field(
+        None,
+        description="litellm's model name (the litellm agent, the judge); default: the "
+        "table's name.",
+    )
+    id: str | None = Field(
+        None,
+        min_length=1,
+        description="The model's name as the agent CLIs pass it (claude-code's and codex's "
+        "`--model`, opencode's `-m`; a gateway's own name for it); default: the table's name.",
+    )
+    api_base: str | None = Field(
+        None,
+        min_length=1,
+        description="A gateway or proxy every agent sends this model's requests to, as OpenAI "
+        "clients take it (usually ending in /v1): litellm's api_base, opencode's provider "
+        "baseURL, codex's model_provider base_url; claude-code gets it without the /v1 as "
+        "ANTHROPIC_BASE_URL.",
+    )
+    api_key_env: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Variable holding the model's API key, handed to each agent in its own way "
+        "(claude-code: ANTHROPIC_API_KEY; codex: its provider's env_key; opencode: its "
+        "provider's apiKey). Only this variable is then required and passed.",
+    )
+    input_usd_per_mtok: float | None = Field(
+        None, ge=0, description="Price of a million uncached input tokens (with the output's)."
+    )
+    output_usd_per_mtok: float | None = Field(
+        None, ge=0, description="Price of a million output tokens (with the input's)."
+    )
+    cache_read_usd_per_mtok: float | None = Field(
+        None, ge=0, description="Price of a million cache-read tokens; default: the input's."
+    )
+    cache_write_usd_per_mtok: float | None = Field(
+        None, ge=0, description="Price of a million cache-write tokens; default: the input's."
+    )
 
 
 class MatrixSpec(Strict):

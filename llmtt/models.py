@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import threading
 import time
@@ -39,19 +40,30 @@ class ResolvedModel:
     litellm: str
     api_base: str | None
     api_key: str | None
-    prices: tuple[float, float] | None  # declared USD per million tokens (input, output)
+    # Declared USD per million tokens: (input, output, cache read, cache write).
+    prices: tuple[float, float, float, float] | None
     free: bool = False
+    api_key_env: str | None = None  # the variable `[models.X]` names for the key
 
-    def cost(self, tokens_in: int, tokens_out: int) -> float | None:
-        """What a call cost: 0 when free, declared prices, litellm's table, else None."""
+    def cost(
+        self, tokens_in: int, tokens_out: int, cache_read: int = 0, cache_write: int = 0
+    ) -> float | None:
+        """What a call cost: 0 when free, declared prices, litellm's table, else None.
+        `tokens_in` is the uncached input; cache reads and writes are priced apart."""
         if self.free:
             return 0.0
         if self.prices is not None:
-            return round((tokens_in * self.prices[0] + tokens_out * self.prices[1]) / 1e6, 8)
+            counts = (tokens_in, tokens_out, cache_read, cache_write)
+            return round(sum(n * p for n, p in zip(counts, self.prices, strict=True)) / 1e6, 8)
         litellm = import_litellm()
         try:
             parts = litellm.cost_per_token(
-                model=self.litellm, prompt_tokens=tokens_in, completion_tokens=tokens_out
+                model=self.litellm,
+                # litellm's prompt count holds the cached input too.
+                prompt_tokens=tokens_in + cache_read + cache_write,
+                completion_tokens=tokens_out,
+                cache_read_input_tokens=cache_read,
+                cache_creation_input_tokens=cache_write,
             )
         except Exception:  # noqa: BLE001 - litellm raises several kinds for unmapped models
             return None
@@ -66,7 +78,7 @@ def resolve_model(
         if scripted_url is None:
             raise ValueError("the scripted model needs its server's URL")
         return ResolvedModel(
-            name, "openai/scripted", f"{scripted_url}/v1", "scripted", (0, 0), True
+            name, "openai/scripted", f"{scripted_url}/v1", "scripted", (0, 0, 0, 0), True
         )
     spec = models.get(name)
     if spec is None:
@@ -74,8 +86,50 @@ def resolve_model(
     key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
     prices = None
     if spec.input_usd_per_mtok is not None and spec.output_usd_per_mtok is not None:
-        prices = (spec.input_usd_per_mtok, spec.output_usd_per_mtok)
-    return ResolvedModel(name, spec.litellm or name, spec.api_base, key, prices)
+        cache_read, cache_write = spec.cache_read_usd_per_mtok, spec.cache_write_usd_per_mtok
+        prices = (
+            spec.input_usd_per_mtok,
+            spec.output_usd_per_mtok,
+            spec.input_usd_per_mtok if cache_read is None else cache_read,
+            spec.input_usd_per_mtok if cache_write is None else cache_write,
+        )
+    return ResolvedModel(
+        name, spec.litellm or name, spec.api_base, key, prices, api_key_env=spec.api_key_env
+    )
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """How an agent CLI reaches a model: the name it passes (`model`), the base URL of a
+    gateway, proxy or the scripted server (None: the CLI's own provider), and the API key with
+    the variable that holds it (`key_env`; None when llmtt sets the key itself)."""
+
+    model: str
+    base_url: str | None = None
+    key_env: str | None = None
+    key: str | None = None
+    scripted: bool = False
+
+
+def endpoint_of(
+    name: str,
+    models: Mapping[str, ModelSpec],
+    env: Mapping[str, str],
+    scripted_url: str | None = None,
+) -> Endpoint:
+    """`[models.<name>]`'s endpoint for the agent CLIs; the key is looked up in `env` (the
+    run's environment) before the caller's."""
+    if name == SCRIPTED:
+        if scripted_url is None:
+            raise ValueError("the scripted model needs its server's URL")
+        return Endpoint(SCRIPTED, f"{scripted_url}/v1", None, "scripted", scripted=True)
+    spec = models.get(name)
+    if spec is None:
+        return Endpoint(name)
+    key = None
+    if spec.api_key_env:
+        key = env.get(spec.api_key_env) or os.environ.get(spec.api_key_env)
+    return Endpoint(spec.id or name, spec.api_base, spec.api_key_env, key)
 
 
 def import_litellm() -> Any:
@@ -90,10 +144,15 @@ def import_litellm() -> Any:
 def missing_key(model: ResolvedModel) -> str | None:
     """What to set before a paid model can be called, when its API key is nowhere; else None.
 
-    litellm knows the variable each provider reads. Only key-like names count (a provider's
-    `..._API_BASE` often has a default), and a model with its own `api_base` may need no key.
+    A model whose `[models.X]` names a key variable needs that one. Otherwise litellm knows
+    the variable each provider reads: only key-like names count (a provider's `..._API_BASE`
+    often has a default), and a model with its own `api_base` may need no key.
     """
-    if model.free or model.api_key or model.api_base:
+    if model.free or model.api_key:
+        return None
+    if model.api_key_env:
+        return f"no API key: set {model.api_key_env} ([models.{toml_key(model.name)}] api_key_env)"
+    if model.api_base:
         return None
     litellm = import_litellm()
     try:
@@ -104,11 +163,15 @@ def missing_key(model: ResolvedModel) -> str | None:
     keys = [k for k in found.get("missing_keys") or [] if k.endswith(("_KEY", "_TOKEN"))]
     if not keys:
         return None
-    table = model.name if model.name.replace("-", "_").isidentifier() else f'"{model.name}"'
     return (
         f"no API key: set {' or '.join(keys)} "
-        f"(or name another variable with [models.{table}] api_key_env)"
+        f"(or name another variable with [models.{toml_key(model.name)}] api_key_env)"
     )
+
+
+def toml_key(name: str) -> str:
+    """`name` as a key of a TOML table header: bare when it can be, else quoted."""
+    return name if name.replace("-", "_").isidentifier() else json.dumps(name)
 
 
 class ProviderStop(Exception):

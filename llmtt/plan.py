@@ -87,7 +87,7 @@ class Plan:
 def build_plan(project: Project, selection: Selection) -> Plan:
     """Expand the project's matrix (with the selection's overrides and filters) into runs."""
     versions = Versions(project.results_dir / ".llmtt-cache" / "versions.json", project.root)
-    agents: dict[str, tuple[str, str]] = {}  # name -> (version, key part)
+    agents: dict[str, tuple[str, str, str]] = {}  # name -> (version, key part, model field)
     variants: dict[str | None, str] = {}
     fixtures: dict[Path, str] = {}  # each fixture hashed once per plan, not once per run
     runs: list[Run] = []
@@ -321,7 +321,7 @@ def _make_run(
     target: TargetSpec,
     target_version: str,
     axes: tuple[str, str | None, str | None, int],
-    agent_parts: tuple[str, str],
+    agent_parts: tuple[str, str, str],
     variant_key: str,
     template_key: str,
 ) -> Run:
@@ -351,7 +351,7 @@ def _make_run(
         "solution": solution,
         "variant": variant_key,
         "agent": agent_parts[1],
-        "model": model or "none",
+        "model": _model_key(project, model, agent_parts[2]),
         "repeat": str(repeat),
     }
     return Run(
@@ -375,14 +375,27 @@ def _make_run(
     )
 
 
-def _agent_parts(project: Project, name: str, versions: Versions) -> tuple[str, str]:
-    """The agent's version and its key part (name, version, settings)."""
+def _agent_parts(project: Project, name: str, versions: Versions) -> tuple[str, str, str]:
+    """The agent's version, its key part (name, version, settings), and the `[models.X]`
+    field that names a model for it."""
     settings = project.config.agents.get(name)
-    version = make_agent(project, name).version(versions.probe)
+    agent = make_agent(project, name)
+    version = agent.version(versions.probe)
     # Settings that only the evaluation reads are in the evaluate key instead: editing them
     # must not pay for the agent again (nor must a new such field when llmtt is upgraded).
     dump = settings.model_dump(exclude=EVALUATION_SETTINGS) if settings else None
-    return version, hash_value([name, version, dump])
+    return version, hash_value([name, version, dump]), agent.model_name_field
+
+
+def _model_key(project: Project, model: str | None, name_field: str) -> str:
+    """The model's part of a run's agent key: its name, and the name the agent calls it by
+    when `[models.X]` gives another (editing that re-runs the agent; an endpoint, a key
+    variable or a price does not)."""
+    if model is None:
+        return "none"
+    spec = project.config.models.get(model)
+    own = getattr(spec, name_field, None) if spec is not None else None
+    return model if own is None or own == model else f"{model}={own}"
 
 
 def _evaluation_settings(project: Project, agent: str) -> str:

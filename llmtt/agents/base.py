@@ -65,10 +65,14 @@ class Agent(ABC):
     needs_model: bool = True
     free: bool = False
     structured_events: bool = True
+    # The `[models.X]` field holding the name this agent calls a model by (part of its key).
+    model_name_field: str = "id"
 
     def __init__(self, settings: AgentSettings, project_root: Path) -> None:
         self.settings = settings
         self.project_root = project_root
+        # The project's `[models.*]`, set by `make_agent`: a model's endpoint and key variable.
+        self.models: Mapping[str, ModelSpec] = {}
 
     def version(self, probe: VersionProbe) -> str:
         """The agent's version (part of the run key), asked through `probe` (cached)."""

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from llmtt.agents.base import RunContext
-from llmtt.agents.cli import SCRIPTED, CliAgent, Pricing, StreamParser, Tokens, figure
+from llmtt.agents.cli import CliAgent, Pricing, StreamParser, Tokens, figure
 from llmtt.events import EventWriter
 
 _EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (\d+)\b")
@@ -176,7 +176,7 @@ class ClaudeCodeAgent(CliAgent):
     def command(self, ctx: RunContext, exe: str) -> tuple[list[str], dict[str, str]]:
         """`claude -p PROMPT --output-format stream-json --verbose --include-partial-messages
         --model M --max-turns N`."""
-        assert ctx.model is not None
+        endpoint = self.endpoint(ctx)
         argv = [
             exe,
             "-p",
@@ -187,7 +187,7 @@ class ClaudeCodeAgent(CliAgent):
             # The API's own events: each request's usage, its output count included, as it ends.
             "--include-partial-messages",
             "--model",
-            ctx.model,
+            endpoint.model,
             "--max-turns",
             str(ctx.max_turns),
             # Bash without prompts; running as root refuses --dangerously-skip-permissions.
@@ -200,9 +200,13 @@ class ClaudeCodeAgent(CliAgent):
             "DISABLE_ERROR_REPORTING": "1",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         }
-        if ctx.model == SCRIPTED:
-            assert ctx.model_url is not None
-            env.update({"ANTHROPIC_BASE_URL": ctx.model_url, "ANTHROPIC_API_KEY": "scripted"})
+        if endpoint.base_url:
+            # claude-code appends /v1/messages itself.
+            env["ANTHROPIC_BASE_URL"] = endpoint.base_url.rstrip("/").removesuffix("/v1")
+            # A gateway may need no key, but claude-code will not start without one.
+            env["ANTHROPIC_API_KEY"] = endpoint.key or "none"
+        elif endpoint.key:
+            env["ANTHROPIC_API_KEY"] = endpoint.key
         return argv, env
 
     def parser(self, ctx: RunContext) -> StreamParser:

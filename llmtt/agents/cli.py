@@ -25,7 +25,7 @@ from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
 from llmtt.agents.runner import run_in_pty
 from llmtt.config import ModelSpec
 from llmtt.events import EventWriter
-from llmtt.models import ResolvedModel, resolve_model
+from llmtt.models import Endpoint, ResolvedModel, endpoint_of, resolve_model, toml_key
 from llmtt.workspace import tool_path
 
 _ANSI = re.compile(
@@ -100,14 +100,13 @@ class Pricing:
     model: ResolvedModel | None = None  # None with a source: it costs nothing
 
     def cost(self, tokens: Tokens) -> float | None:
-        """What `tokens` cost, or None when unknown. Cached input is counted at the full input
-        price, as the litellm agent counts it (a price has no cache rates yet)."""
+        """What `tokens` cost, or None when unknown; cache reads and writes at their own
+        prices (litellm's, or the user's, which default to the input's)."""
         if self.source is None:
             return None
         if self.model is None:
             return 0.0
-        total_in = tokens.input + tokens.cache_read + tokens.cache_write
-        return self.model.cost(total_in, tokens.output)
+        return self.model.cost(tokens.input, tokens.output, tokens.cache_read, tokens.cache_write)
 
 
 SCRIPTED_PRICING = Pricing(SCRIPTED)
@@ -332,22 +331,47 @@ class CliAgent(Agent):
                 f"(or `npm ci` with llmtt's package.json), or set [agents.{self.name}] "
                 f"executable in llmtt.toml"
             )
-        if (
-            model != SCRIPTED
-            and self.key_env
-            and not any(os.environ.get(k) or self.settings.env.get(k) for k in self.key_env)
-        ):
-            keys = " or ".join(self.key_env)
-            return f"{self.name} needs {keys} for model {model!r}: set it (or use model=scripted)"
+        keys = self.key_variables(model)
+        if keys and not any(os.environ.get(k) or self.settings.env.get(k) for k in keys):
+            spec = self.models.get(model or "")
+            where = (
+                f" ([models.{toml_key(model or '')}] api_key_env)"
+                if spec and spec.api_key_env
+                else ""
+            )
+            return (
+                f"{self.name} needs {' or '.join(keys)} for model {model!r}{where}: set it "
+                f"(or use model=scripted)"
+            )
         return None
+
+    def key_variables(self, model: str | None) -> tuple[str, ...]:
+        """The variables that authenticate this agent with `model`: the one its `[models.X]`
+        names, none for a gateway given without one (it may need no key), else the CLI's own
+        for the model's provider."""
+        if model is None or model == SCRIPTED:
+            return ()
+        spec = self.models.get(model)
+        if spec is not None and spec.api_key_env:
+            return (spec.api_key_env,)
+        if spec is not None and spec.api_base:
+            return ()
+        return self.provider_keys(spec.id if spec is not None and spec.id else model)
+
+    def provider_keys(self, model_id: str) -> tuple[str, ...]:
+        """The CLI's own key variables for a model it reaches by itself."""
+        return self.key_env
 
     def passed_env(self, model: str | None) -> dict[str, str]:
         """Variables from the caller's environment this agent may see: the configured ones,
-        and its provider keys when it talks to a real model."""
-        names = list(self.settings.pass_env)
-        if model != SCRIPTED:
-            names += self.key_env
+        and the key variables of the model it talks to (never another provider's)."""
+        names = [*self.settings.pass_env, *self.key_variables(model)]
         return {n: os.environ[n] for n in names if n in os.environ}
+
+    def endpoint(self, ctx: RunContext) -> Endpoint:
+        """Where this run's model is reached, and with which key."""
+        assert ctx.model is not None
+        return endpoint_of(ctx.model, ctx.models, ctx.env, ctx.model_url)
 
     @abstractmethod
     def command(self, ctx: RunContext, exe: str) -> tuple[list[str], dict[str, str]]:

@@ -24,7 +24,6 @@ from typing import Any
 
 from llmtt.agents.base import RunContext
 from llmtt.agents.cli import (
-    SCRIPTED,
     CliAgent,
     Pricing,
     StreamParser,
@@ -35,6 +34,7 @@ from llmtt.agents.cli import (
 from llmtt.events import EventWriter
 
 PROVIDER = "llmtt"
+KEY_VARIABLE = "LLMTT_SCRIPTED_KEY"  # the scripted server's key, for codex's provider
 SHELL_TOOLS = ("exec_command", "shell", "shell_command", "local_shell")
 CALL_ITEMS = ("function_call", "custom_tool_call", "local_shell_call")
 OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
@@ -297,7 +297,7 @@ class CodexAgent(CliAgent):
 
     def command(self, ctx: RunContext, exe: str) -> tuple[list[str], dict[str, str]]:
         """`codex exec --json ...` with its home inside the run and no approvals."""
-        assert ctx.model is not None
+        endpoint = self.endpoint(ctx)
         argv = [
             exe,
             "exec",
@@ -308,20 +308,30 @@ class CodexAgent(CliAgent):
             'approval_policy="never"',
         ]
         env = {"CODEX_HOME": str(ctx.home / ".codex")}
-        if ctx.model == SCRIPTED:
-            provider = (
-                f'{{ name = "llmtt scripted", base_url = "{ctx.model_url}/v1", '
-                f'env_key = "LLMTT_SCRIPTED_KEY", wire_api = "responses", '
-                f"request_max_retries = 0, stream_max_retries = 0 }}"
-            )
+        if endpoint.base_url:
+            # A gateway, a proxy or the scripted server: a model provider of llmtt's own.
+            fields = {
+                "name": "llmtt endpoint",
+                "base_url": endpoint.base_url,
+                "wire_api": "responses",  # codex speaks nothing else
+            }
+            if endpoint.key is not None:
+                # codex reads the key from the variable the provider names.
+                fields["env_key"] = endpoint.key_env or KEY_VARIABLE
+                env[fields["env_key"]] = endpoint.key
+            provider = ", ".join(f"{k} = {json.dumps(v)}" for k, v in fields.items())
+            if endpoint.scripted:
+                # The scripted server's errors are the session's: a retry would replay them.
+                provider += ", request_max_retries = 0, stream_max_retries = 0"
             argv += [
                 "-c",
                 f'model_provider="{PROVIDER}"',
                 "-c",
-                f"model_providers.{PROVIDER}={provider}",
+                f"model_providers.{PROVIDER}={{ {provider} }}",
             ]
-            env["LLMTT_SCRIPTED_KEY"] = "scripted"
-        argv += ["-m", ctx.model, ctx.prompt]
+        elif endpoint.key:
+            env.update(dict.fromkeys(self.key_env, endpoint.key))
+        argv += ["-m", endpoint.model, ctx.prompt]
         (ctx.home / ".codex").mkdir(parents=True, exist_ok=True)
         return argv, env
 

@@ -12,10 +12,12 @@ from typing import Any
 from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
 from llmtt.agents.cli import pricing_of, strip_ansi
 from llmtt.models import (
+    SCRIPTED,
     ProviderGaveUp,
     ProviderStop,
     ResolvedModel,
     complete,
+    missing_key,
     resolve_model,
 )
 from llmtt.shell import run_shell
@@ -112,10 +114,18 @@ class LitellmAgent(Agent):
     """
 
     name = "litellm"
+    model_name_field = "litellm"
 
     def version(self, probe: VersionProbe) -> str:
         """The loop's own version and litellm's."""
         return f"{LOOP_VERSION}/litellm-{package_version('litellm')}"
+
+    def unavailable(self, model: str | None) -> str | None:
+        """A paid model whose API key is nowhere: which variable to set."""
+        if model is None or model == SCRIPTED:
+            return None
+        missing = missing_key(resolve_model(model, self.models))
+        return f"litellm with model {model!r}: {missing}" if missing else None
 
     def run(self, ctx: RunContext) -> AgentExit:
         """Run the loop, then close the event log with how it ended."""
@@ -205,7 +215,7 @@ class LitellmAgent(Agent):
         session budget; the stop the budget asks for, if it does."""
         loop.turns += 1
         tokens = _usage(response)
-        cost = model.cost(tokens.prompt, tokens.output)  # cached input at the full price
+        cost = model.cost(tokens.uncached, tokens.output, tokens.cache_read, tokens.cache_write)
         loop.cost_known = loop.cost_known and cost is not None
         loop.spent += cost or 0.0
         ctx.events.emit(
@@ -269,11 +279,6 @@ class _Tokens:
     output: int = 0
     cache_read: int = 0
     cache_write: int = 0
-
-    @property
-    def prompt(self) -> int:
-        """All input tokens."""
-        return self.uncached + self.cache_read + self.cache_write
 
 
 def _usage(response: Any) -> _Tokens:

@@ -6,12 +6,23 @@ import json
 from typing import Any
 
 from llmtt.agents.base import RunContext
-from llmtt.agents.cli import SCRIPTED, CliAgent, Pricing, StreamParser, Tokens, figure
+from llmtt.agents.cli import CliAgent, Pricing, StreamParser, Tokens, figure
 from llmtt.events import EventWriter
 
 PROVIDER = "llmtt"
 CONTEXT_LIMIT = 200_000  # the scripted model's, in opencode's configuration
 OUTPUT_LIMIT = 32_000
+# The key variable opencode reads for a provider of its own (`-m provider/model`).
+PROVIDER_KEYS = {
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "openai": ("OPENAI_API_KEY",),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "google": ("GOOGLE_GENERATIVE_AI_API_KEY", "GEMINI_API_KEY"),
+    "groq": ("GROQ_API_KEY",),
+    "mistral": ("MISTRAL_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "xai": ("XAI_API_KEY",),
+}
 
 
 class OpencodeStream(StreamParser):
@@ -127,44 +138,55 @@ class OpencodeAgent(CliAgent):
     name = "opencode"
     executable_name = "opencode"
     package = "opencode-ai@1.18.33"
-    key_env = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY")
+
+    def provider_keys(self, model_id: str) -> tuple[str, ...]:
+        """The key variable of the provider named in `provider/model`; none for a provider
+        llmtt does not know (opencode says what it lacks)."""
+        provider = model_id.split("/", 1)[0] if "/" in model_id else ""
+        return PROVIDER_KEYS.get(provider, ())
 
     def command(self, ctx: RunContext, exe: str) -> tuple[list[str], dict[str, str]]:
         """`opencode run --format json -m PROVIDER/MODEL PROMPT`, configured by variable."""
-        assert ctx.model is not None
+        endpoint = self.endpoint(ctx)
         config: dict[str, Any] = {
             "$schema": "https://opencode.ai/config.json",
             "autoupdate": False,
             "share": "disabled",
             "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow"},
         }
-        model = ctx.model
-        if ctx.model == SCRIPTED:
+        model = endpoint.model
+        if endpoint.base_url:
+            # A gateway, a proxy or the scripted server: an OpenAI-compatible provider of
+            # llmtt's own, whose one model is the endpoint's name for it.
+            entry: dict[str, Any] = {"name": endpoint.model, "tool_call": True}
+            if endpoint.scripted:
+                # A context limit, as a real model has one: a session whose usage comes near
+                # it makes opencode compact, as it would with a real model.
+                entry["limit"] = {"context": CONTEXT_LIMIT, "output": OUTPUT_LIMIT}
+            options = {"baseURL": endpoint.base_url}
+            if endpoint.key:
+                options["apiKey"] = endpoint.key
             config["provider"] = {
                 PROVIDER: {
                     "npm": "@ai-sdk/openai-compatible",
-                    "name": "llmtt scripted",
-                    "options": {"baseURL": f"{ctx.model_url}/v1", "apiKey": "scripted"},
-                    # A context limit, as a real model has one: a session whose usage comes
-                    # near it makes opencode compact, as it would with a real model.
-                    "models": {
-                        SCRIPTED: {
-                            "name": SCRIPTED,
-                            "tool_call": True,
-                            "limit": {"context": CONTEXT_LIMIT, "output": OUTPUT_LIMIT},
-                        }
-                    },
+                    "name": "llmtt endpoint",
+                    "options": options,
+                    "models": {endpoint.model: entry},
                 }
             }
-            model = f"{PROVIDER}/{SCRIPTED}"
+            model = f"{PROVIDER}/{endpoint.model}"
+        elif endpoint.key and "/" in endpoint.model:
+            # The model's own provider, with the key from the variable [models.X] names.
+            provider = endpoint.model.split("/", 1)[0]
+            config["provider"] = {provider: {"options": {"apiKey": endpoint.key}}}
         env = {
             "OPENCODE_CONFIG_CONTENT": json.dumps(config),
-            "OPENCODE_DISABLE_MODELS_FETCH": "1" if ctx.model == SCRIPTED else "",
+            "OPENCODE_DISABLE_MODELS_FETCH": "1" if endpoint.scripted else "",
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
             # opencode resolves its project from PWD, not from the real working directory.
             "PWD": str(ctx.workspace),
         }
-        if ctx.model == SCRIPTED:
+        if endpoint.scripted:
             env["npm_config_registry"] = "http://127.0.0.1:9/"  # no package look-ups offline
         return [exe, "run", "--format", "json", "-m", model, ctx.prompt], {
             k: v for k, v in env.items() if v

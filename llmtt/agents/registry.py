@@ -55,8 +55,12 @@ def unknown_agent(name: str) -> str:
 def make_agent(project: Project, name: str) -> Agent:
     """The agent called `name`: a registered one, or a `command` agent from llmtt.toml."""
     settings = project.config.agents.get(name) or AgentSettings()
+    agent: Agent
     if settings.command is not None:
         from llmtt.agents.command import CommandAgent
 
-        return CommandAgent(name, settings, project.root)
-    return agent_class(name)(settings, project.root)
+        agent = CommandAgent(name, settings, project.root)
+    else:
+        agent = agent_class(name)(settings, project.root)
+    agent.models = project.config.models
+    return agent

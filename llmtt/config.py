@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from llmtt.errors import ConfigError
 from llmtt.loading import read_toml, validate
@@ -240,6 +240,11 @@ class Config(Strict):
     judge: JudgeSpec = Field(default_factory=JudgeSpec)
     regressions: RegressionSpec = Field(default_factory=RegressionSpec)
     run: RunDefaults = Field(default_factory=RunDefaults)
+    evaluators: dict[str, Annotated[str, StringConstraints(pattern=r"^[\w.]+:[\w.]+$")]] = Field(
+        default_factory=dict,
+        description='Third-party evaluators by type id: `my_check = "package.module:Class"` '
+        "(a module in the project folder can be imported).",
+    )
 
 
 def load_config(root: Path) -> tuple[Config, dict[Any, int]]:

@@ -303,6 +303,7 @@ def _scenario_keys(
         solution=hash_value(spec.solution),
         evaluate={
             "gates": hash_value([g.model_dump() for g in spec.evaluation.gates]),
+            **_evaluators_key(project, scenario),
             "pattern": hash_value([target.effective_pattern(), target.env]),
             "composite": hash_value(composite.model_dump() if composite else None),
             "gate_timeout": str(config.run.gate_timeout_secs),
@@ -312,6 +313,19 @@ def _scenario_keys(
         max_turns=max_turns,
         judge=_judge_plan(project, scenario),
     )
+
+
+def _evaluators_key(project: Project, scenario: LoadedScenario) -> dict[str, str]:
+    """The evaluators' part of the evaluate key: editing one re-evaluates, never re-runs. A
+    scenario without evaluators has none (its key stays what it was before they existed)."""
+    evaluation = scenario.spec.evaluation
+    if not evaluation.evaluators:
+        return {}
+    specs = [e.model_dump(mode="json") for e in evaluation.evaluators]
+    types = {e.type for e in evaluation.evaluators}
+    own = {t: v for t, v in project.config.evaluators.items() if t in types}
+    truth = evaluation.model_dump(mode="json", include={"ground_truth"})
+    return {"evaluators": hash_value([specs, truth, own])}
 
 
 def _make_run(

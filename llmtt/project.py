@@ -10,10 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from pydantic import ValidationError
+
 from llmtt import inputs
 from llmtt.config import Config, MatrixSpec, TargetSpec, load_config
-from llmtt.errors import ConfigError, Problem
-from llmtt.loading import Loc, dotted, line_of
+from llmtt.errors import ConfigError, LlmttError, Problem
+from llmtt.loading import Loc, dotted, line_of, problems_from
 from llmtt.rubric import Rubric, load_rubric
 from llmtt.scenario import LoadedScenario, ScenarioMatrix, load_scenario
 
@@ -322,6 +324,7 @@ def _cross_check(project: Project) -> list[Problem]:
                 )
             )
         problems.extend(_fixture_problems(project, scenario, fixtures))
+        problems.extend(_evaluator_problems(project, scenario))
         rubric = project.rubric_path(scenario)
         if rubric is not None:
             line = line_of(lines, ("evaluation", "judge", "rubric"))
@@ -343,6 +346,36 @@ def _cross_check(project: Project) -> list[Problem]:
                     project.rubrics[rubric] = load_rubric(rubric)
                 except ConfigError as exc:
                     problems.extend(exc.problems)
+    return problems
+
+
+def _evaluator_problems(project: Project, scenario: LoadedScenario) -> list[Problem]:
+    """Each evaluator's type is known and its config is what that evaluator takes."""
+    from llmtt.evaluation.evaluators.registry import evaluator_class
+
+    problems: list[Problem] = []
+    for i, spec in enumerate(scenario.spec.evaluation.evaluators):
+        where: Loc = ("evaluation", "evaluators", i)
+        try:
+            cls = evaluator_class(spec.type, project.config.evaluators, project.root)
+        except LlmttError as exc:
+            line = line_of(scenario.lines, (*where, "type"))
+            problems.append(Problem(scenario.path, line, dotted((*where, "type")), str(exc)))
+            continue
+        try:
+            cls.Config.model_validate(spec.config)
+        except ValidationError as exc:
+            inner = {
+                loc[len(where) + 1 :]: n
+                for loc, n in scenario.lines.items()
+                if loc[: len(where) + 1] == (*where, "config")
+            }
+            for problem in problems_from(exc, cls.Config, scenario.path, inner, spec.config):
+                field_name = dotted((*where, "config")) + (
+                    "." + problem.field if problem.field else ""
+                )
+                line = problem.line or line_of(scenario.lines, (*where, "config"), key=True)
+                problems.append(Problem(scenario.path, line, field_name, problem.message))
     return problems
 
 

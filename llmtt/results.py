@@ -27,8 +27,18 @@ def result_record(
     interaction = {
         k: v
         for k, v in metrics.items()
-        if k not in ("format", "run_id", "outcome", "outcome_reason", "gates_passed", "gates_total")
+        if k
+        not in (
+            "format",
+            "run_id",
+            "outcome",
+            "outcome_reason",
+            "gates_passed",
+            "gates_total",
+            "evaluators",
+        )
     }
+    evaluated = metrics.get("evaluators")
     return {
         "format": RESULT_FORMAT,
         **run.identity(),
@@ -45,6 +55,16 @@ def result_record(
         "judge": None
         if judge is None
         else {k: judge.get(k) for k in ("model", "weighted_score", "passed", "cost_usd", "error")},
+        # In brief: the full results, reasoning and response are in evaluations.jsonl.
+        "evaluators": None
+        if evaluated is None
+        else {
+            "overall_score": evaluated["overall_score"],
+            "scores": {
+                r["criterion"]: r["score"] for r in evaluated["results"] if not r.get("error")
+            },
+            "errors": len(evaluated["errors"]),
+        },
         "tokens": {
             "input": metrics.get("input_tokens", 0),
             "output": metrics.get("output_tokens", 0),
@@ -72,6 +92,26 @@ def append_result(path: Path, record: dict[str, Any], redact: Redactor) -> None:
             handle.write(line)
             handle.flush()
             _catch_up(path, handle)
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def append_evaluation(path: Path, record: dict[str, Any], redact: Redactor) -> None:
+    """Append a run's evaluator results to evaluations.jsonl (before its results.jsonl line:
+    a kill between the two may repeat this line, with the same `evaluation_id`, never lose
+    it), unless results.jsonl already holds this evaluation."""
+    line = json.dumps(redact.value(record), ensure_ascii=False, default=str).encode() + b"\n"
+    results = path.with_name("results.jsonl")
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            _drop_torn_tail(handle)
+            if results.exists():
+                sync_results_db(results)
+                if _recorded(results.with_suffix(".db"), record):
+                    return
+            handle.write(line)
+            handle.flush()
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 

@@ -6,12 +6,13 @@ import errno
 import os
 import re
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, JsonValue, field_validator, model_validator
 
 from llmtt.config import Strict, TargetSpec, check_regex
 from llmtt.errors import ConfigError
+from llmtt.evaluation.evaluators.base import Criterion
 from llmtt.loading import read_yaml, register_union_tags, validate
 from llmtt.scripted.session import ScriptedSession
 
@@ -137,6 +138,17 @@ class Script(GateBase):
     command: str
 
 
+class EvaluatorGate(GateBase):
+    """Passes when a criterion's evaluator score (normalised to 0..1, the mean when several
+    evaluators score it) reaches `threshold`."""
+
+    type: Literal["evaluator"] = "evaluator"
+    criterion: str = Field(min_length=1, description="A criterion of evaluation.evaluators.")
+    threshold: float = Field(
+        1.0, ge=0, le=1, description="The normalised score it must reach (0..1)."
+    )
+
+
 Gate = Annotated[
     CommandSucceeds
     | CommandOutputContains
@@ -146,7 +158,8 @@ Gate = Annotated[
     | FileContains
     | FileMatches
     | NoTranscriptErrors
-    | Script,
+    | Script
+    | EvaluatorGate,
     Field(discriminator="type"),
 ]
 GATE_TYPES = [
@@ -159,6 +172,7 @@ GATE_TYPES = [
     "file_matches",
     "no_transcript_errors",
     "script",
+    "evaluator",
 ]
 register_union_tags(GATE_TYPES)
 
@@ -206,12 +220,47 @@ class CompositeSpec(Strict):
         return self
 
 
+class EvaluatorSpec(Strict):
+    """One evaluator of a scenario: its type, the criteria it scores, its config (checked
+    against the evaluator's own config model when the project loads)."""
+
+    type: str = Field(
+        min_length=1,
+        description="A built-in evaluator, one installed through the `llmtt.evaluators` entry "
+        "points, or one named in llmtt.toml's [evaluators].",
+    )
+    criteria: list[Criterion] = Field(min_length=1, description="What it scores.")
+    config: dict[str, Any] = Field(default_factory=dict, description="The evaluator's settings.")
+
+
 class EvaluationSpec(Strict):
-    """Gates (layer 2), judge (layer 3) and the optional composite."""
+    """Gates (layer 2), evaluators, judge (layer 3) and the optional composite."""
 
     gates: list[Gate] = Field(default_factory=list)
+    evaluators: list[EvaluatorSpec] = Field(
+        default_factory=list,
+        description="Informational scores (AgentDock's evaluators); a gate of type "
+        "`evaluator` makes one decide the outcome.",
+    )
+    ground_truth: JsonValue = Field(
+        None, description="The reference answer evaluators compare the agent's response with."
+    )
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     composite: CompositeSpec | None = None
+
+    @model_validator(mode="after")
+    def _criteria(self) -> EvaluationSpec:
+        names = [c.name for e in self.evaluators for c in e.criteria]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"criterion names must be unique: {', '.join(twice)} repeated")
+        for gate in self.gates:
+            if isinstance(gate, EvaluatorGate) and gate.criterion not in names:
+                raise ValueError(
+                    f"gate of type evaluator names criterion {gate.criterion!r}, which no "
+                    f"evaluator scores (criteria: {', '.join(names) or 'none'})"
+                )
+        return self
 
 
 class CostSpec(Strict):

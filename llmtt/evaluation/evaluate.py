@@ -9,10 +9,11 @@ from typing import Any
 
 from llmtt.atomic import read_json, write_json
 from llmtt.errors import LlmttError
+from llmtt.evaluation.evaluators.runner import evaluation_input, evaluation_record, run_evaluators
 from llmtt.evaluation.gates import GateContext, run_gates
 from llmtt.evaluation.interaction import find_target_commands, interaction_metrics
 from llmtt.evaluation.outcome import composite_score, decide
-from llmtt.evaluation.target_commands import matcher_for
+from llmtt.evaluation.target_commands import TargetCommand, matcher_for
 from llmtt.evaluation.transcript import DEFAULT_MARKER, transcript_events
 from llmtt.events import Event, ToolCall, read_events
 from llmtt.hashing import hash_file, hash_value
@@ -20,7 +21,7 @@ from llmtt.models import ResolvedModel, missing_key
 from llmtt.plan import Run
 from llmtt.project import Project
 from llmtt.redaction import Redactor
-from llmtt.results import append_result, result_record
+from llmtt.results import append_evaluation, append_result, result_record
 from llmtt.workspace import Workspace
 
 METRICS_FORMAT = 1
@@ -44,11 +45,16 @@ def evaluate_run(project: Project, run: Run) -> dict[str, Any] | None:
         metrics.update(interaction_metrics(events, matcher, free=bool(info.get("free"))))
         metrics["source"] = source
         ws = Workspace(run.dir, run.dir / "workspace", run.dir / "home")
+        found = find_target_commands(events, matcher)
+        evaluated = _evaluators(project, run, info, events, ws.workspace, found)
+        if evaluated is not None:
+            metrics["evaluators"] = evaluated
         ctx = GateContext(
             workspace=ws.workspace,
             env=ws.env(run.target.env),
             timeout_secs=project.config.run.gate_timeout_secs,
-            target_commands=find_target_commands(events, matcher),
+            target_commands=found,
+            evaluators=evaluated or {},
         )
         gates = run_gates(run.scenario.spec.evaluation.gates, ctx)
     write_json(
@@ -66,6 +72,32 @@ def evaluate_run(project: Project, run: Run) -> dict[str, Any] | None:
         write_json(run.dir / "metrics.json", metrics, Redactor.of(project))
         return None
     return settle(project, run, info, metrics, gates, None)
+
+
+def _evaluators(
+    project: Project,
+    run: Run,
+    info: dict[str, Any],
+    events: list[Event],
+    workspace: Path,
+    found: list[TargetCommand],
+) -> dict[str, Any] | None:
+    """The scenario's evaluators on this run (None: it has none)."""
+    evaluation = run.scenario.spec.evaluation
+    if not evaluation.evaluators:
+        return None
+    context = {
+        "run_id": run.run_id,
+        "scenario": run.scenario.name,
+        "agent": run.agent,
+        "model": run.model,
+        "variant": run.variant,
+        "natural_stop": info.get("natural_stop"),
+    }
+    input = evaluation_input(
+        run.scenario.spec.task.prompt, evaluation.ground_truth, events, workspace, found, context
+    )
+    return run_evaluators(evaluation.evaluators, input, project.config.evaluators, project.root)
 
 
 def settle(
@@ -103,6 +135,16 @@ def settle(
     record["evaluation_id"] = hash_value([hash_file(run.dir / "run.json"), keys])
     write_json(run.dir / "result.json", record, redact)
     if outcome != "error":
+        evaluated = metrics.get("evaluators")
+        if evaluated is not None:
+            line = evaluation_record(
+                run.run_id,
+                record["evaluation_id"],
+                run.scenario.spec.task.prompt,
+                evaluated,
+                run.scenario.spec.evaluation.evaluators,
+            )
+            append_evaluation(project.results_dir / "evaluations.jsonl", line, redact)
         append_result(project.results_dir / "results.jsonl", record, redact)
     return record
 

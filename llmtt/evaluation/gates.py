@@ -6,12 +6,13 @@ import json
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import regex
 
+from llmtt.evaluation.evaluators.runner import criterion_score
 from llmtt.evaluation.interaction import TargetCommand
 from llmtt.scenario import (
     ASSERTION_RE,
@@ -19,6 +20,7 @@ from llmtt.scenario import (
     CommandOutputContains,
     CommandOutputMatches,
     CommandSucceeds,
+    EvaluatorGate,
     FileContains,
     FileExists,
     FileMatches,
@@ -49,6 +51,7 @@ class GateContext:
     env: Mapping[str, str]
     timeout_secs: float
     target_commands: Sequence[TargetCommand]
+    evaluators: Mapping[str, Any] = field(default_factory=dict)  # metrics.json's `evaluators`
 
 
 def run_gates(gates: Sequence[Gate], ctx: GateContext) -> list[dict[str, Any]]:
@@ -205,6 +208,14 @@ def _literal(text: str) -> Any:
 
 
 def _judge_static(gate: Gate, ctx: GateContext, timeout: float) -> tuple[bool, str]:
+    if isinstance(gate, EvaluatorGate):
+        score, problem = criterion_score(ctx.evaluators, gate.criterion)
+        if score is None:
+            return False, f"criterion {gate.criterion!r}: {problem}"
+        verdict = ">=" if score >= gate.threshold else "<"
+        return score >= gate.threshold, (
+            f"criterion {gate.criterion!r} scored {score:.4g} {verdict} {gate.threshold:g}"
+        )
     if isinstance(gate, NoTranscriptErrors):
         failed = [c for c in ctx.target_commands if c.exit_code not in (0, None)]
         if not failed:

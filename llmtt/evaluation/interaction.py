@@ -20,6 +20,15 @@ def find_target_commands(
     (docs/metrics.md, "Target commands")."""
     if matcher is None:
         return []
+    out = []
+    for call, result in paired_calls(events):
+        out.extend(target_commands(call.command, result.exit_code if result else None, matcher))
+    return out
+
+
+def paired_calls(events: Sequence[Event]) -> list[tuple[ToolCall, ToolResult | None]]:
+    """Every tool call in order, with its result: the one with its id, else (no id, or an
+    unknown one) a result answers the oldest open call."""
     results: dict[str, ToolResult] = {}
     pending: list[ToolCall] = []
     unpaired: dict[int, ToolResult] = {}
@@ -33,13 +42,11 @@ def find_target_commands(
                 results[event.id] = event
                 pending = [c for c in pending if c.id != event.id]
             elif pending:
-                # No id, or an unknown one: it answers the oldest open call.
                 unpaired[id(pending.pop(0))] = event
     out = []
     for call in calls:
         result = results.get(call.id) if call.id is not None else None
-        result = result or unpaired.get(id(call))
-        out.extend(target_commands(call.command, result.exit_code if result else None, matcher))
+        out.append((call, result or unpaired.get(id(call))))
     return out
 
 

@@ -1,0 +1,180 @@
+"""The evaluator interface (AgentDock's model, Python-shaped; specs/agentdock-algorithms.md).
+
+An evaluator has a type id and `evaluate(input, criteria) -> list[EvaluationResult]`: it scores
+the criteria it owns (those its config names) and returns nothing for the others. Its config is
+a pydantic model (`Config`), validated when the scenario loads, so a mistake is a located load
+error rather than a failure at evaluation time. Heavy libraries are imported inside `evaluate`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Scale = Literal["binary", "likert5", "numeric", "pass/fail", "string"]
+Score = float | int | bool | str | None
+
+
+class EvaluatorConfig(BaseModel):
+    """Base of an evaluator's config: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Criterion(BaseModel):
+    """What is measured: its name, what it means, its scale and its weight in the overall
+    score (a weight counts once per result, as AgentDock counts it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, description="Unique within the scenario.")
+    description: str = Field("", description="What the criterion means (the judge reads it).")
+    scale: Scale = Field(
+        "numeric",
+        description="binary / pass/fail (true or false), likert5 (1-5), numeric (0-1 or "
+        "0-100), string (not part of the overall score).",
+    )
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False, description="Weight in the overall.")
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """One tool call of the run, with its result when there is one."""
+
+    tool: str
+    command: str
+    exit_code: int | None = None
+    output: str = ""
+
+
+@dataclass(frozen=True)
+class EvaluationInput:
+    """What an evaluator is given about one run."""
+
+    prompt: str
+    response: str | None  # the agent's final answer: the last assistant message
+    ground_truth: Any = None  # the scenario's evaluation.ground_truth
+    messages: Sequence[Mapping[str, str]] = ()  # {role, text}, in order
+    tool_calls: Sequence[ToolUse] = ()
+    events: Sequence[Mapping[str, Any]] = ()  # the run's events.jsonl records
+    workspace: Path | None = None
+    context: Mapping[str, Any] = field(default_factory=dict)  # run, scenario, agent, model
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """An evaluator's score for one criterion."""
+
+    criterion: str
+    score: Score
+    evaluator: str
+    reasoning: str = ""
+    error: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        """As metrics.json and evaluations.jsonl hold it."""
+        out: dict[str, Any] = {
+            "criterion": self.criterion,
+            "score": self.score,
+            "evaluator": self.evaluator,
+            "reasoning": self.reasoning,
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        if self.metadata:
+            out["metadata"] = dict(self.metadata)
+        return out
+
+
+class Evaluator(ABC):
+    """Base of every evaluator, built-in or third-party."""
+
+    type: ClassVar[str]
+    Config: ClassVar[builtins.type[EvaluatorConfig]] = EvaluatorConfig  # `type` is the id here
+
+    def __init__(self, config: EvaluatorConfig) -> None:
+        self.config = config
+
+    @abstractmethod
+    def evaluate(
+        self, input: EvaluationInput, criteria: Sequence[Criterion]
+    ) -> list[EvaluationResult]:
+        """Scores of the criteria this evaluator owns; none for the others."""
+
+    def owned(self, criteria: Sequence[Criterion], names: Sequence[str]) -> list[Criterion]:
+        """Those of `criteria` named in `names`, in `names`' order."""
+        by_name = {c.name: c for c in criteria}
+        return [by_name[n] for n in names if n in by_name]
+
+
+def normalise(score: Score, scale: str) -> float | None:
+    """A score on 0..1, as AgentDock normalises it; None when it does not normalise."""
+    if isinstance(score, bool):
+        return 1.0 if score else 0.0
+    if isinstance(score, int | float):
+        value = float(score)
+        if not math.isfinite(value):
+            return None
+        if scale == "likert5":
+            return (value - 1) / 4 if 1 <= value <= 5 else None
+        if scale == "numeric":
+            if 0 <= value <= 1:
+                return value
+            return value / 100 if 0 <= value <= 100 else None
+        if scale in ("binary", "pass/fail"):
+            return value if value in (0, 1) else None
+        return None
+    if isinstance(score, str):
+        text = score.strip().lower()
+        if scale in ("binary", "pass/fail"):
+            if text in ("true", "pass", "yes", "1"):
+                return 1.0
+            if text in ("false", "fail", "no", "0"):
+                return 0.0
+            return None
+        if scale in ("likert5", "numeric"):
+            try:
+                number = float(text)
+            except ValueError:
+                return None
+            return normalise(number, scale)
+    return None
+
+
+def overall_score(
+    results: Sequence[EvaluationResult], criteria: Sequence[Criterion]
+) -> float | None:
+    """sum(normalised x weight) / sum(weight) over the results without an error whose
+    criterion exists and whose score normalises; None when there is none. A criterion scored
+    by several evaluators counts once per result (AgentDock's rule)."""
+    by_name = {c.name: c for c in criteria}
+    total = weights = 0.0
+    for result in results:
+        criterion = by_name.get(result.criterion)
+        if result.error is not None or criterion is None:
+            continue
+        value = normalise(result.score, criterion.scale)
+        if value is None:
+            continue
+        total += value * criterion.weight
+        weights += criterion.weight
+    return total / weights if weights else None
+
+
+def pass_fail(passed: bool, scale: str) -> Score:
+    """A pass or fail on the criterion's scale (AgentDock's mapPassFailToScore)."""
+    if scale == "numeric":
+        return 1 if passed else 0
+    if scale == "likert5":
+        return 5 if passed else 1
+    if scale == "string":
+        return "pass" if passed else "fail"
+    return passed

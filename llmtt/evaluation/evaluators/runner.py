@@ -1,0 +1,164 @@
+"""Running a scenario's evaluators on one run (AgentDock's runner, specs/agentdock-algorithms.md):
+every evaluator is given every criterion and scores the ones it owns; one that raises gives an
+error result for its own criteria and the others still run; the overall score normalises and
+weights the results (`base.overall_score`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from llmtt.evaluation.evaluators.base import (
+    Criterion,
+    EvaluationInput,
+    EvaluationResult,
+    ToolUse,
+    normalise,
+    overall_score,
+)
+from llmtt.evaluation.evaluators.registry import evaluator_class
+from llmtt.evaluation.interaction import paired_calls
+from llmtt.evaluation.target_commands import TargetCommand
+from llmtt.events import Event, Message
+from llmtt.scenario import EvaluatorSpec
+
+EVALUATIONS_FORMAT = 1
+
+
+def evaluation_input(
+    prompt: str,
+    ground_truth: Any,
+    events: Sequence[Event],
+    workspace: Path,
+    target_commands: Sequence[TargetCommand],
+    context: Mapping[str, Any],
+) -> EvaluationInput:
+    """What the evaluators see of a run: the final response is the last assistant message."""
+    messages = [
+        {"role": e.role, "text": e.text} for e in events if isinstance(e, Message) and e.text
+    ]
+    response = next((m["text"] for m in reversed(messages) if m["role"] == "assistant"), None)
+    calls = [
+        ToolUse(
+            call.tool,
+            call.command,
+            result.exit_code if result else None,
+            result.output if result else "",
+        )
+        for call, result in paired_calls(events)
+    ]
+    found = [
+        {"command": c.command, "subcommand": c.subcommand, "exit_code": c.exit_code, "help": c.help}
+        for c in target_commands
+    ]
+    return EvaluationInput(
+        prompt=prompt,
+        response=response,
+        ground_truth=ground_truth,
+        messages=messages,
+        tool_calls=calls,
+        events=[e.model_dump(mode="json") for e in events],
+        workspace=workspace,
+        context={**context, "target_commands": found},
+    )
+
+
+def run_evaluators(
+    specs: Sequence[EvaluatorSpec],
+    input: EvaluationInput,
+    own: Mapping[str, str],
+    project_root: Path,
+) -> dict[str, Any]:
+    """Every evaluator's results, their overall score and the errors, as metrics.json holds
+    them under `evaluators`."""
+    started = time.monotonic()
+    criteria = criteria_of(specs)
+    known = {c.name for c in criteria}
+    results: list[EvaluationResult] = []
+    errors: list[str] = []
+    for spec in specs:
+        try:
+            cls = evaluator_class(spec.type, own, project_root)
+            evaluator = cls(cls.Config.model_validate(spec.config))
+            found = evaluator.evaluate(input, criteria)
+        except Exception as exc:  # noqa: BLE001 - one evaluator's failure is its own result
+            message = f"evaluator {spec.type} failed: {type(exc).__name__}: {exc}"
+            errors.append(message)
+            results.extend(
+                EvaluationResult(c.name, None, spec.type, error=message) for c in spec.criteria
+            )
+            continue
+        for result in found:
+            if result.criterion in known:
+                results.append(result)
+            else:
+                errors.append(
+                    f"evaluator {spec.type} scored {result.criterion!r}, which is no criterion "
+                    "of the scenario: left out"
+                )
+    return {
+        "overall_score": overall_score(results, criteria),
+        "results": [r.record() for r in results],
+        "criteria": [c.model_dump() for c in criteria],
+        "errors": errors,
+        "duration_ms": round((time.monotonic() - started) * 1000),
+        "response": input.response,
+        "ground_truth": input.ground_truth,
+    }
+
+
+def criterion_score(evaluated: Mapping[str, Any], name: str) -> tuple[float | None, str]:
+    """A criterion's normalised score (the mean over the evaluators that scored it without an
+    error) and what happened, for an `evaluator` gate."""
+    scale = next((c["scale"] for c in evaluated.get("criteria", []) if c["name"] == name), "")
+    scores: list[float] = []
+    problems: list[str] = []
+    for result in evaluated.get("results", []):
+        if result["criterion"] != name:
+            continue
+        if result.get("error"):
+            problems.append(result["error"])
+            continue
+        value = normalise(result["score"], scale)
+        if value is None:
+            problems.append(f"score {result['score']!r} does not normalise on scale {scale}")
+        else:
+            scores.append(value)
+    if not scores:
+        return None, "; ".join(problems) or f"no evaluator scored {name!r}"
+    return sum(scores) / len(scores), ""
+
+
+def evaluation_record(
+    run_id: str,
+    evaluation_id: str,
+    prompt: str,
+    evaluated: Mapping[str, Any],
+    specs: Sequence[EvaluatorSpec],
+) -> dict[str, Any]:
+    """One line of evaluations.jsonl: AgentDock's aggregated result for a run."""
+    return {
+        "format": EVALUATIONS_FORMAT,
+        "run_id": run_id,
+        "evaluation_id": evaluation_id,
+        "timestamp": round(time.time(), 3),
+        "overall_score": evaluated["overall_score"],
+        "results": evaluated["results"],
+        "input_snapshot": {
+            "prompt": prompt,
+            "response": evaluated["response"],
+            "ground_truth": evaluated["ground_truth"],
+        },
+        "config_snapshot": {
+            "evaluator_types": [s.type for s in specs],
+            "criteria": [c.name for c in criteria_of(specs)],
+        },
+        "metadata": {"errors": evaluated["errors"], "duration_ms": evaluated["duration_ms"]},
+    }
+
+
+def criteria_of(specs: Sequence[EvaluatorSpec]) -> list[Criterion]:
+    """Every criterion of a scenario's evaluators, in order."""
+    return [c for spec in specs for c in spec.criteria]

@@ -1,0 +1,249 @@
+"""The evaluator framework (AgentDock's model): a project's own evaluator found through
+llmtt.toml's [evaluators], one that raises gives error results while the others still run, the
+overall score normalises and weights as AgentDock does, an `evaluator` gate decides the outcome,
+results reach metrics.json, evaluation.md and evaluations.jsonl, editing an evaluator's config
+re-evaluates without re-running the agent, and mistakes are located load errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import GIT_TOML, Project
+
+from llmtt.evaluation.evaluators.base import (
+    Criterion,
+    EvaluationResult,
+    normalise,
+    overall_score,
+    pass_fail,
+)
+
+EVALUATORS = """\
+from llmtt.evaluation.evaluators.base import (
+    EvaluationResult, Evaluator, EvaluatorConfig, pass_fail,
+)
+
+
+class CallsConfig(EvaluatorConfig):
+    criterion: str
+    min_calls: int
+
+
+class Calls(Evaluator):
+    type = "calls"
+    Config = CallsConfig
+
+    def evaluate(self, input, criteria):
+        n = len(input.tool_calls)
+        ok = input.workspace is not None and (input.workspace / ".git").is_dir()
+        return [
+            EvaluationResult(
+                c.name,
+                pass_fail(n >= self.config.min_calls and ok, c.scale),
+                self.type,
+                reasoning=f"{n} tool call(s), first: {input.tool_calls[0].command}",
+            )
+            for c in self.owned(criteria, [self.config.criterion])
+        ]
+
+
+class Likert(Evaluator):
+    type = "likert"
+
+    def evaluate(self, input, criteria):
+        return [EvaluationResult(c.name, 4, self.type) for c in self.owned(criteria, ["tidy"])]
+
+
+class Broken(Evaluator):
+    type = "broken"
+
+    def evaluate(self, input, criteria):
+        raise RuntimeError("boom")
+"""
+
+TOML = (
+    GIT_TOML
+    + """
+[evaluators]
+calls = "my_evaluators:Calls"
+likert = "my_evaluators:Likert"
+broken = "my_evaluators:Broken"
+"""
+)
+
+SCENARIO = """\
+task: {prompt: Make a git repository.}
+solution: [git init -q ., git status --short]
+evaluation:
+  ground_truth: a repository
+  evaluators:
+    - type: calls
+      criteria: [{name: enough, scale: binary, weight: 2}]
+      config: {criterion: enough, min_calls: MIN}
+    - type: likert
+      criteria: [{name: tidy, scale: likert5}]
+    - type: broken
+      criteria: [{name: never, scale: numeric}]
+  gates:
+    - {type: evaluator, criterion: enough, threshold: 1}
+"""
+
+
+def _project(project: Project, min_calls: int = 2) -> Project:
+    project.write("llmtt.toml", TOML)
+    project.write("my_evaluators.py", EVALUATORS)
+    project.write("scenarios/s.yaml", SCENARIO.replace("MIN", str(min_calls)))
+    return project
+
+
+def test_a_projects_evaluators_score_the_run_and_one_gates_it(project: Project) -> None:
+    _project(project)
+    first = project.doit("run")
+    assert first.code == 0, first.out + first.err
+    metrics = project.json("s/oracle/r1/metrics.json")
+    evaluated = metrics["evaluators"]
+    by_criterion = {r["criterion"]: r for r in evaluated["results"]}
+    assert by_criterion["enough"]["score"] is True
+    assert by_criterion["enough"]["reasoning"] == "2 tool call(s), first: git init -q ."
+    assert by_criterion["tidy"]["score"] == 4
+    assert by_criterion["never"]["score"] is None
+    assert "boom" in by_criterion["never"]["error"]
+    assert evaluated["errors"] == ["evaluator broken failed: RuntimeError: boom"]
+    # (1 x 2 + 0.75 x 1) / 3: the failed evaluator's criterion is left out.
+    assert evaluated["overall_score"] == pytest.approx(2.75 / 3)
+    assert metrics["outcome"] == "pass"
+    gates = project.json("s/oracle/r1/gates.json")["gates"]
+    assert gates[0]["passed"] is True and "scored 1 >= 1" in gates[0]["message"]
+    text = (project.results() / "s/oracle/r1/evaluation.md").read_text()
+    assert "## Evaluators (overall 0.917)" in text
+    assert "| enough | calls | True | 2 tool call(s), first: git init -q . |" in text
+    report = (project.results() / "report.md").read_text()
+    assert "| run | outcome | gates | judge | evaluators | commands |" in report
+    assert "| s/oracle/r1 | pass | 1/1 | n/a | 0.917 |" in report
+    result = project.json("s/oracle/r1/result.json")
+    assert result["evaluators"] == {
+        "overall_score": pytest.approx(2.75 / 3),
+        "scores": {"enough": True, "tidy": 4},
+        "errors": 1,
+    }
+    assert "evaluators" not in result["metrics"]
+    lines = (project.results() / "evaluations.jsonl").read_text().split("\n")
+    records = [json.loads(line) for line in lines if line]
+    assert len(records) == 1
+    assert records[0]["run_id"] == "s/oracle/r1"
+    assert records[0]["input_snapshot"]["ground_truth"] == "a repository"
+    assert records[0]["config_snapshot"]["criteria"] == ["enough", "tidy", "never"]
+    assert records[0]["evaluation_id"] == project.json("s/oracle/r1/result.json")["evaluation_id"]
+
+    again = project.doit("run")
+    assert again.executed() == [], again.out
+
+    # Editing an evaluator's config re-evaluates, without paying for the agent again.
+    _project(project, min_calls=5)
+    third = project.doit("run")
+    assert third.code == 0, third.out + third.err  # a failed run is a result
+    assert "s/oracle/r1:agent" not in third.executed()
+    assert "s/oracle/r1:evaluate" in third.executed()
+    metrics = project.json("s/oracle/r1/metrics.json")
+    assert metrics["outcome"] == "fail"
+    gates = project.json("s/oracle/r1/gates.json")["gates"]
+    assert "scored 0 < 1" in gates[0]["message"]
+    lines = (project.results() / "evaluations.jsonl").read_text().split("\n")
+    assert len([line for line in lines if line]) == 2
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            ("type: likert", "type: likret"),
+            [
+                "s.yaml:",
+                "evaluation.evaluators[1].type",
+                "unknown evaluator type 'likret'",
+                "did you mean 'likert'?",
+            ],
+        ),
+        (
+            ("min_calls: 2", "min_calls: many"),
+            ["s.yaml:8", "evaluation.evaluators[0].config.min_calls"],
+        ),
+        (
+            ("criterion: enough, threshold: 1", "criterion: enuf, threshold: 1"),
+            ["s.yaml:", "evaluation", "criterion 'enuf', which no evaluator scores"],
+        ),
+        (
+            ("{name: tidy, scale: likert5}", "{name: enough, scale: likert5}"),
+            ["criterion names must be unique: enough repeated"],
+        ),
+        (
+            ("{name: tidy, scale: likert5}", "{name: tidy, scale: likert7}"),
+            ["s.yaml:10", "evaluation.evaluators[1].criteria[0].scale"],
+        ),
+    ],
+)
+def test_evaluator_mistakes_are_located_load_errors(
+    project: Project, change: tuple[str, str], expected: list[str]
+) -> None:
+    _project(project)
+    path = project.root / "scenarios/s.yaml"
+    path.write_text(path.read_text().replace(*change))
+    result = project.doit("list")
+    text = result.out + result.err
+    assert result.code != 0
+    assert "Traceback" not in text
+    for part in expected:
+        assert part in text, text
+
+
+def test_a_third_party_target_that_is_not_an_evaluator_is_a_load_error(project: Project) -> None:
+    _project(project)
+    toml = (project.root / "llmtt.toml").read_text()
+    project.write("llmtt.toml", toml.replace("my_evaluators:Likert", "my_evaluators:CallsConfig"))
+    result = project.doit("list")
+    assert result.code != 0
+    assert "my_evaluators:CallsConfig is not a subclass of" in result.out + result.err
+
+
+@pytest.mark.parametrize(
+    ("score", "scale", "expected"),
+    [
+        (4, "likert5", 0.75),
+        (6, "likert5", None),
+        (0.4, "numeric", 0.4),
+        (40, "numeric", 0.4),
+        (140, "numeric", None),
+        (True, "numeric", 1.0),
+        (False, "likert5", 0.0),
+        ("pass", "pass/fail", 1.0),
+        ("No", "binary", 0.0),
+        ("maybe", "binary", None),
+        ("3", "likert5", 0.5),
+        (1, "binary", 1.0),
+        (0.5, "binary", None),
+        ("positive", "string", None),
+    ],
+)
+def test_scores_normalise_as_agentdock_normalises_them(
+    score: object, scale: str, expected: float | None
+) -> None:
+    assert normalise(score, scale) == expected  # type: ignore[arg-type]
+
+
+def test_the_overall_score_weights_each_result() -> None:
+    criteria = [
+        Criterion(name="a", scale="likert5", weight=3),
+        Criterion(name="b", scale="binary"),
+        Criterion(name="c", scale="string"),
+    ]
+    results = [
+        EvaluationResult("a", 5, "x"),
+        EvaluationResult("a", 1, "y"),  # a criterion scored twice counts twice
+        EvaluationResult("b", pass_fail(False, "binary"), "x"),
+        EvaluationResult("c", "neutral", "x"),  # does not normalise: left out
+        EvaluationResult("b", True, "z", error="failed"),  # an error: left out
+        EvaluationResult("d", 1, "x"),  # no such criterion: left out
+    ]
+    assert overall_score(results, criteria) == pytest.approx((3 * 1 + 3 * 0 + 0) / 7)
+    assert overall_score([EvaluationResult("c", "neutral", "x")], criteria) is None

@@ -247,3 +247,36 @@ def test_the_overall_score_weights_each_result() -> None:
     ]
     assert overall_score(results, criteria) == pytest.approx((3 * 1 + 3 * 0 + 0) / 7)
     assert overall_score([EvaluationResult("c", "neutral", "x")], criteria) is None
+
+
+PLUGIN_SCENARIO = """\
+task: {prompt: Make a git repository.}
+solution: [git init -q .]
+evaluation:
+  evaluators:
+    - type: word_count
+      criteria: [{name: brief, scale: binary}]
+      config: {criterion: brief, max_words: 40}
+"""
+
+
+def test_an_evaluator_installed_through_entry_points_runs(project: Project) -> None:
+    # tests/data/evaluator_plugin, installed by scripts/test: not named in llmtt.toml.
+    from llmtt.evaluation.evaluators.registry import installed
+
+    assert installed()["word_count"] == "llmtt_word_count:WordCount"
+    project.write("llmtt.toml", GIT_TOML)
+    project.write("scenarios/s.yaml", PLUGIN_SCENARIO)
+    result = project.doit("run", "agent=litellm", "model=scripted")
+    assert result.code == 0, result.out + result.err
+    evaluated = project.json("s/litellm-scripted/r1/metrics.json")["evaluators"]
+    [found] = evaluated["results"]
+    words = len(evaluated["response"].split())
+    assert found == {
+        "criterion": "brief",
+        "score": True,
+        "evaluator": "word_count",
+        "reasoning": f"The answer has {words} word(s); at most 40 allowed.",
+        "metadata": {"words": words},
+    }
+    assert evaluated["overall_score"] == 1.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -245,6 +246,11 @@ class Config(Strict):
         description='Third-party evaluators by type id: `my_check = "package.module:Class"` '
         "(a module in the project folder can be imported).",
     )
+
+
+def default_judge_model(config: Config) -> str | None:
+    """The model an evaluator that calls one uses when its config names none."""
+    return config.judge.model or os.environ.get("LLMTT_JUDGE") or None
 
 
 def load_config(root: Path) -> tuple[Config, dict[Any, int]]:

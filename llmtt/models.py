@@ -169,6 +169,15 @@ def missing_key(model: ResolvedModel) -> str | None:
     )
 
 
+def spending_refusal(model: ResolvedModel, who: str) -> str | None:
+    """Why `who` (e.g. "the judge") may not call `model` now: a paid model without
+    LLMTT_ENABLED=1, or no key; None when it may."""
+    if not model.free and os.environ.get("LLMTT_ENABLED") != "1":
+        return f"{who} ({model.name}) can spend money; set LLMTT_ENABLED=1"
+    missing = missing_key(model)
+    return f"{who} ({model.name}) cannot run: {missing}" if missing else None
+
+
 def toml_key(name: str) -> str:
     """`name` as a key of a TOML table header: bare when it can be, else quoted."""
     return name if name.replace("-", "_").isidentifier() else json.dumps(name)

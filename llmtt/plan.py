@@ -11,7 +11,7 @@ from typing import Any
 
 from llmtt import __version__, inputs
 from llmtt.agents.registry import known_agents, make_agent, unknown_agent
-from llmtt.config import EVALUATION_SETTINGS, AgentSettings, TargetSpec
+from llmtt.config import EVALUATION_SETTINGS, AgentSettings, TargetSpec, default_judge_model
 from llmtt.errors import ConfigError, LlmttError
 from llmtt.evaluation.judge_version import JUDGE_VERSION
 from llmtt.hashing import Key, hash_file, hash_tree, hash_value
@@ -325,7 +325,19 @@ def _evaluators_key(project: Project, scenario: LoadedScenario) -> dict[str, str
     types = {e.type for e in evaluation.evaluators}
     own = {t: v for t, v in project.config.evaluators.items() if t in types}
     truth = evaluation.model_dump(mode="json", include={"ground_truth"})
-    return {"evaluators": hash_value([specs, truth, own])}
+    return {"evaluators": hash_value([specs, truth, own, _default_model_used(project, scenario)])}
+
+
+def _default_model_used(project: Project, scenario: LoadedScenario) -> str | None:
+    """The judge model, when an evaluator that calls a model names none of its own."""
+    from llmtt.evaluation.evaluators.registry import evaluator_class
+
+    for spec in scenario.spec.evaluation.evaluators:
+        cls = evaluator_class(spec.type, project.config.evaluators, project.root)
+        if cls.calls_model and not spec.config.get("model"):
+            inputs.note_env("LLMTT_JUDGE")  # the plan cache is stale when it changes
+            return default_judge_model(project.config)
+    return None
 
 
 def _make_run(

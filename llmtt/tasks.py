@@ -406,17 +406,44 @@ def _agent_action(spec: RunSpec) -> dict[str, Any]:
     return values
 
 
+class _Purse:
+    """The session ledger, for a run's evaluators that call a model."""
+
+    def __init__(self, ledger: Ledger, run_id: str) -> None:
+        self.ledger = ledger
+        self.prefix = f"{run_id}:evaluate:"
+
+    def hold(self, name: str, amount: float) -> None:
+        """Hold `amount` (BudgetExhausted when the budget cannot cover it)."""
+        self.ledger.reserve(self.prefix + name, amount)
+
+    def settle(self, name: str, cost: float | None, held: float) -> None:
+        """Record what was spent; the hold goes."""
+        self.ledger.settle(self.prefix + name, cost, held)
+
+
 @_guarded
-def _evaluate_action(spec: RunSpec) -> None:
+def _evaluate_action(spec: RunSpec) -> dict[str, Any]:
     from llmtt.evaluation.evaluate import evaluate_run
 
     run = _run(spec)
-    record = evaluate_run(_plan()[0].project, run)
+    purse = _Purse(LEDGER, run.run_id) if LEDGER is not None else None
+    record = evaluate_run(_plan()[0].project, run, purse)
     if record is not None and record["outcome"] != "error":
         print(f"llmtt: {run.run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
+    values: dict[str, Any] = {"status": "ok"}
+    metrics = read_json(run.dir / "metrics.json")
+    refused = (metrics.get("evaluators") or {}).get("refused")
+    if refused:
+        # An evaluator that may not call its model yet: the layer stays pending (KeyCheck),
+        # the reports list the run.
+        values = {"status": "error", "error": "an evaluator did not run: " + "; ".join(refused)}
     # Saved now: evaluated again after a kill, its new gates.json would re-pay the judge.
     deps = [os.path.join(spec.dir, "run.json")]
-    record_values(DOIT_CONFIG["dep_file"], f"{run.run_id}:evaluate", _saved(spec, "evaluate"), deps)
+    record_values(
+        DOIT_CONFIG["dep_file"], f"{run.run_id}:evaluate", _saved(spec, "evaluate", values), deps
+    )
+    return values
 
 
 def _saved(spec: RunSpec, layer: str, values: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from llmtt.atomic import read_json, write_json
+from llmtt.config import default_judge_model
 from llmtt.errors import LlmttError
-from llmtt.evaluation.evaluators.runner import evaluation_input, evaluation_record, run_evaluators
+from llmtt.evaluation.evaluators.runner import (
+    Purse,
+    evaluation_input,
+    evaluation_record,
+    run_evaluators,
+)
 from llmtt.evaluation.gates import GateContext, run_gates
 from llmtt.evaluation.interaction import find_target_commands, interaction_metrics
 from llmtt.evaluation.outcome import composite_score, decide
@@ -17,7 +22,7 @@ from llmtt.evaluation.target_commands import TargetCommand, matcher_for
 from llmtt.evaluation.transcript import DEFAULT_MARKER, transcript_events
 from llmtt.events import Event, ToolCall, read_events
 from llmtt.hashing import hash_file, hash_value
-from llmtt.models import ResolvedModel, missing_key
+from llmtt.models import ResolvedModel, spending_refusal
 from llmtt.plan import Run
 from llmtt.project import Project
 from llmtt.redaction import Redactor
@@ -27,7 +32,7 @@ from llmtt.workspace import Workspace
 METRICS_FORMAT = 1
 
 
-def evaluate_run(project: Project, run: Run) -> dict[str, Any] | None:
+def evaluate_run(project: Project, run: Run, purse: Purse | None = None) -> dict[str, Any] | None:
     """Layers 1 and 2 of a run (or why it could not be carried out).
 
     Without a judge this settles the outcome and returns the result record; with one, the
@@ -46,7 +51,7 @@ def evaluate_run(project: Project, run: Run) -> dict[str, Any] | None:
         metrics["source"] = source
         ws = Workspace(run.dir, run.dir / "workspace", run.dir / "home")
         found = find_target_commands(events, matcher)
-        evaluated = _evaluators(project, run, info, events, ws.workspace, found)
+        evaluated = _evaluators(project, run, info, (events, ws.workspace, found), purse)
         if evaluated is not None:
             metrics["evaluators"] = evaluated
         ctx = GateContext(
@@ -78,14 +83,15 @@ def _evaluators(
     project: Project,
     run: Run,
     info: dict[str, Any],
-    events: list[Event],
-    workspace: Path,
-    found: list[TargetCommand],
+    seen: tuple[list[Event], Path, list[TargetCommand]],
+    purse: Purse | None,
 ) -> dict[str, Any] | None:
-    """The scenario's evaluators on this run (None: it has none)."""
+    """The scenario's evaluators on this run (None: it has none), from what the run left
+    (`seen`: its events, its workspace, its target commands)."""
     evaluation = run.scenario.spec.evaluation
     if not evaluation.evaluators:
         return None
+    events, workspace, found = seen
     context = {
         "run_id": run.run_id,
         "scenario": run.scenario.name,
@@ -97,7 +103,15 @@ def _evaluators(
     input = evaluation_input(
         run.scenario.spec.task.prompt, evaluation.ground_truth, events, workspace, found, context
     )
-    return run_evaluators(evaluation.evaluators, input, project.config.evaluators, project.root)
+    return run_evaluators(
+        evaluation.evaluators,
+        input,
+        project.config.evaluators,
+        project.root,
+        models=project.config.models,
+        default_model=default_judge_model(project.config),
+        purse=purse,
+    )
 
 
 def settle(
@@ -121,6 +135,9 @@ def settle(
         outcome, reason = "error", f"run could not be carried out: {info['error']}"
     elif refused is not None:
         outcome, reason = "error", f"the judge did not run: {refused}"
+    elif (metrics.get("evaluators") or {}).get("refused"):
+        why = "; ".join(metrics["evaluators"]["refused"])
+        outcome, reason = "error", f"an evaluator did not run: {why}"
     else:
         outcome, reason = decide(gates, judge, timed_out_after=_timed_out_after(run, info))
     score = judge.get("weighted_score") if judge is not None else None
@@ -181,6 +198,9 @@ def judge_run(
         redact,
     )
     refusal = _judge_refusal(model)
+    if (metrics.get("evaluators") or {}).get("refused"):
+        # The run stays pending for its evaluators: the judge would be paid for twice.
+        refusal = "an evaluator did not run: " + "; ".join(metrics["evaluators"]["refused"])
     if refusal is None and reserve is not None:
         try:
             reserve(prompt)
@@ -197,10 +217,7 @@ def judge_run(
 
 def _judge_refusal(model: ResolvedModel) -> str | None:
     """Why the judge may not be asked, or None."""
-    if not model.free and os.environ.get("LLMTT_ENABLED") != "1":
-        return f"the judge ({model.name}) can spend money; set LLMTT_ENABLED=1"
-    missing = missing_key(model)
-    return f"the judge ({model.name}) cannot run: {missing}" if missing else None
+    return spending_refusal(model, "the judge")
 
 
 def _timed_out_after(run: Run, info: dict[str, Any]) -> float | None:

@@ -18,6 +18,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmtt.models import ResolvedModel
+
 Scale = Literal["binary", "likert5", "numeric", "pass/fail", "string"]
 Score = float | int | bool | str | None
 
@@ -95,13 +97,31 @@ class EvaluationResult:
 
 
 class Evaluator(ABC):
-    """Base of every evaluator, built-in or third-party."""
+    """Base of every evaluator, built-in or third-party.
+
+    One that calls a model (`calls_model`) has a `model` field in its config (else the project's
+    judge model is used). The runner resolves it and, before `evaluate`, refuses to let it spend
+    money without LLMTT_ENABLED=1, a key, or room in the session budget, where it holds
+    `cost_hold(...)`; the evaluator calls `self.model` and adds what it spent to `cost_usd`
+    (None once a cost is unknown).
+    """
 
     type: ClassVar[str]
     Config: ClassVar[builtins.type[EvaluatorConfig]] = EvaluatorConfig  # `type` is the id here
+    calls_model: ClassVar[bool] = False
 
     def __init__(self, config: EvaluatorConfig) -> None:
         self.config = config
+        self.model: ResolvedModel | None = None  # set by the runner when it calls a model
+        self.cost_usd: float | None = 0.0
+
+    def cost_hold(self, input: EvaluationInput, criteria: Sequence[Criterion]) -> float:
+        """The most this evaluation may spend (`self.model` is set): held in the budget."""
+        return 0.0
+
+    def spent(self, cost: float | None) -> None:
+        """Add a call's cost (None: unknown, and the total with it)."""
+        self.cost_usd = None if cost is None or self.cost_usd is None else self.cost_usd + cost
 
     @abstractmethod
     def evaluate(

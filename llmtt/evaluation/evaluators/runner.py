@@ -8,12 +8,15 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from llmtt.config import ModelSpec
+from llmtt.errors import LlmttError
 from llmtt.evaluation.evaluators.base import (
     Criterion,
     EvaluationInput,
     EvaluationResult,
+    Evaluator,
     ToolUse,
     normalise,
     overall_score,
@@ -22,6 +25,7 @@ from llmtt.evaluation.evaluators.registry import evaluator_class
 from llmtt.evaluation.interaction import paired_calls
 from llmtt.evaluation.target_commands import TargetCommand
 from llmtt.events import Event, Message
+from llmtt.models import resolve_model, spending_refusal
 from llmtt.scenario import EvaluatorSpec
 
 EVALUATIONS_FORMAT = 1
@@ -65,24 +69,60 @@ def evaluation_input(
     )
 
 
+class Purse(Protocol):
+    """The session budget, as the evaluators that call a model draw on it."""
+
+    def hold(self, name: str, amount: float) -> None:
+        """Hold `amount` for `name` (LlmttError when the budget cannot cover it)."""
+
+    def settle(self, name: str, cost: float | None, held: float) -> None:
+        """What `name` spent (None: unknown, the hold counts), releasing its hold."""
+
+
 def run_evaluators(
     specs: Sequence[EvaluatorSpec],
     input: EvaluationInput,
     own: Mapping[str, str],
     project_root: Path,
+    *,
+    models: Mapping[str, ModelSpec] | None = None,
+    default_model: str | None = None,
+    purse: Purse | None = None,
 ) -> dict[str, Any]:
     """Every evaluator's results, their overall score and the errors, as metrics.json holds
-    them under `evaluators`."""
+    them under `evaluators`. `refused` lists the evaluators that may not call their model now
+    (money switch, key, budget): the run's evaluation is then incomplete."""
     started = time.monotonic()
     criteria = criteria_of(specs)
     known = {c.name for c in criteria}
     results: list[EvaluationResult] = []
     errors: list[str] = []
-    for spec in specs:
+    refused: list[str] = []
+    cost: float | None = 0.0
+    for index, spec in enumerate(specs):
         try:
             cls = evaluator_class(spec.type, own, project_root)
             evaluator = cls(cls.Config.model_validate(spec.config))
-            found = evaluator.evaluate(input, criteria)
+            held = None
+            if cls.calls_model:
+                why, held = _may_spend(
+                    evaluator, spec, index, input, criteria, models, default_model, purse
+                )
+                if why is not None:
+                    refused.append(why)
+                    results.extend(
+                        EvaluationResult(c.name, None, spec.type, error=f"did not run: {why}")
+                        for c in spec.criteria
+                    )
+                    continue
+            try:
+                found = evaluator.evaluate(input, criteria)
+            finally:
+                if cls.calls_model:
+                    spent = evaluator.cost_usd
+                    cost = None if cost is None or spent is None else cost + spent
+                    if purse is not None and held is not None:
+                        purse.settle(f"{spec.type}#{index}", spent, held)
         except Exception as exc:  # noqa: BLE001 - one evaluator's failure is its own result
             message = f"evaluator {spec.type} failed: {type(exc).__name__}: {exc}"
             errors.append(message)
@@ -103,10 +143,46 @@ def run_evaluators(
         "results": [r.record() for r in results],
         "criteria": [c.model_dump() for c in criteria],
         "errors": errors,
+        "refused": refused,
+        "cost_usd": None if cost is None else round(cost, 8),
         "duration_ms": round((time.monotonic() - started) * 1000),
         "response": input.response,
         "ground_truth": input.ground_truth,
     }
+
+
+def _may_spend(
+    evaluator: Evaluator,
+    spec: EvaluatorSpec,
+    index: int,
+    input: EvaluationInput,
+    criteria: Sequence[Criterion],
+    models: Mapping[str, ModelSpec] | None,
+    default_model: str | None,
+    purse: Purse | None,
+) -> tuple[str | None, float | None]:
+    """Give an evaluator that calls a model its model, and hold its money: (why it may not
+    run, None) or (None, the amount held)."""
+    name = getattr(evaluator.config, "model", None) or default_model
+    if not name:
+        return (
+            f"evaluator {spec.type} has no model: set its config.model, or [judge] model in "
+            "llmtt.toml",
+            None,
+        )
+    model = resolve_model(name, models or {})
+    why = spending_refusal(model, f"evaluator {spec.type}")
+    if why is not None:
+        return why, None
+    evaluator.model = model
+    amount = evaluator.cost_hold(input, criteria)
+    if purse is not None and not model.free:
+        try:
+            purse.hold(f"{spec.type}#{index}", amount)
+        except LlmttError as exc:
+            return f"evaluator {spec.type}: {exc}", None
+        return None, amount
+    return None, None
 
 
 def criterion_score(evaluated: Mapping[str, Any], name: str) -> tuple[float | None, str]:

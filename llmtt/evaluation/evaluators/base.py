@@ -30,6 +30,17 @@ class EvaluatorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class ModelEvaluatorConfig(EvaluatorConfig):
+    """Base of the config of an evaluator that calls a model: the criterion and the model."""
+
+    criterion: str = Field(min_length=1, description="The criterion it scores.")
+    model: str | None = Field(
+        None,
+        description="A [models.X] name or litellm's name; default: [judge] model, else "
+        "LLMTT_JUDGE.",
+    )
+
+
 class Criterion(BaseModel):
     """What is measured: its name, what it means, its scale and its weight in the overall
     score (a weight counts once per result, as AgentDock counts it)."""

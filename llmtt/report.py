@@ -171,6 +171,12 @@ def _details(run: Run, redact: Redactor) -> dict[str, Any]:
     gates = run.dir / "gates.json"
     if gates.exists():
         out["gates"] = read_json(gates)["gates"]
+    metrics = run.dir / "metrics.json"
+    evaluated = read_json(metrics).get("evaluators") if metrics.exists() else None
+    if evaluated:
+        out["evaluators"] = redact.value(
+            {k: evaluated[k] for k in ("overall_score", "results", "errors")}
+        )
     events = run.dir / "events.jsonl"
     if events.exists():
         timeline = []

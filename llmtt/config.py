@@ -43,6 +43,16 @@ class TargetSpec(Strict):
         None, description="Shell command whose output identifies the target's version."
     )
     env: dict[str, str] = Field(default_factory=dict)
+    health_check: str | None = Field(
+        None,
+        min_length=1,
+        description="Shell command verifying the tool works, run in the workspace after the "
+        "setup commands and before the agent: a failure means the run cannot be carried out.",
+    )
+    health_check_gate: bool = Field(
+        False,
+        description="Also run health_check after the agent, as a last command_succeeds gate.",
+    )
 
     _pattern = field_validator("command_pattern")(check_regex)
 

@@ -26,6 +26,7 @@ from llmtt.plan import Run
 from llmtt.project import Project
 from llmtt.redaction import Redactor
 from llmtt.scripted import ScriptedServer
+from llmtt.shell import ShellResult, run_shell
 from llmtt.workspace import Workspace, WorkspaceError, prepare, run_setup
 
 RUN_FORMAT = 1
@@ -111,18 +112,15 @@ def _run_agent(
         return _error(str(exc))
     env = ws.env(run.target.env)
     setup = run.scenario.spec.setup
-    failed = run_setup(
-        setup.commands,
-        cwd=ws.workspace,
-        env=env,
-        timeout_secs=setup.timeout_secs or project.config.run.setup_timeout_secs,
-    )
+    timeout = setup.timeout_secs or project.config.run.setup_timeout_secs
+    failed = run_setup(setup.commands, cwd=ws.workspace, env=env, timeout_secs=timeout)
     if failed is not None:
-        output = (failed.stdout + failed.stderr).strip()
-        return _error(
-            f"setup command `{failed.command}` failed ({failed.describe()})"
-            + (f": {output[-2000:]}" if output else "")
-        )
+        return _failed("setup command", failed)
+    if run.target.health_check:
+        # After the setup: the tool must work in the workspace the agent is given.
+        health = run_shell(run.target.health_check, cwd=ws.workspace, env=env, timeout_secs=timeout)
+        if not health.ok:
+            return _failed("target health check", health)
     env.update(agent.settings.env)
     guidance = _guidance(list(variant_files), ws.workspace)
     launch = _Launch(ws, env, guidance, project.config.models, Redactor.of(project), budget)
@@ -210,6 +208,15 @@ def _stop_reason(events: Path) -> str | None:
         return None
     reason = record.get("reason") if record.get("event") == "complete" else None
     return reason if isinstance(reason, str) else None
+
+
+def _failed(what: str, result: ShellResult) -> AgentExit:
+    """A command that had to succeed before the agent could start failed: its output's end."""
+    output = (result.stdout + result.stderr).strip()
+    return _error(
+        f"{what} `{result.command}` failed ({result.describe()})"
+        + (f": {output[-2000:]}" if output else "")
+    )
 
 
 def _error(message: str) -> AgentExit:

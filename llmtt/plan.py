@@ -304,6 +304,7 @@ def _scenario_keys(
         evaluate={
             "gates": hash_value([g.model_dump() for g in spec.evaluation.gates]),
             **_evaluators_key(project, scenario),
+            **_scripts_key(scenario, target),
             "pattern": hash_value([target.effective_pattern(), target.env]),
             "composite": hash_value(composite.model_dump() if composite else None),
             "gate_timeout": str(config.run.gate_timeout_secs),
@@ -326,6 +327,21 @@ def _evaluators_key(project: Project, scenario: LoadedScenario) -> dict[str, str
     own = {t: v for t, v in project.config.evaluators.items() if t in types}
     truth = evaluation.model_dump(mode="json", include={"ground_truth"})
     return {"evaluators": hash_value([specs, truth, own, _default_model_used(project, scenario)])}
+
+
+def _scripts_key(scenario: LoadedScenario, target: TargetSpec) -> dict[str, str]:
+    """The scripts' part of the evaluate key: the scripts, the content of each script file, and
+    the health check when it is also a gate. Editing one re-evaluates, never re-runs the agent;
+    a scenario without any has no such part (its key stays what it was before scripts)."""
+    out = {}
+    scripts = scenario.spec.scripts
+    files = sorted({rel for _, rel in scenario.script_files()})
+    if scripts.post or scripts.evaluators or files:
+        contents = {rel: hash_file(scenario.script_path(rel)) for rel in files}
+        out["scripts"] = hash_value([scripts.model_dump(mode="json"), contents])
+    if target.health_check_gate:
+        out["health_check"] = hash_value(target.health_check)
+    return out
 
 
 def _default_model_used(project: Project, scenario: LoadedScenario) -> str | None:

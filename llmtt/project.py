@@ -324,6 +324,7 @@ def _cross_check(project: Project) -> list[Problem]:
                 )
             )
         problems.extend(_fixture_problems(project, scenario, fixtures))
+        problems.extend(_script_problems(project, scenario))
         problems.extend(_evaluator_problems(project, scenario))
         rubric = project.rubric_path(scenario)
         if rubric is not None:
@@ -392,6 +393,49 @@ def _fixture_problems(
         checked[fixture] = fixture_problem(fixture)
     why = checked[fixture]
     return [Problem(scenario.path, line, "fixture", f"in {fixture}: {why}")] if why else []
+
+
+def _script_problems(project: Project, scenario: LoadedScenario) -> list[Problem]:
+    """Script files (`path:`) inside the project and runnable; a health check gate that has
+    a health check."""
+    problems = []
+    for loc, rel in scenario.script_files():
+        line = line_of(scenario.lines, loc)
+        path = scenario.script_path(rel)
+        inputs.note_file(scenario.path.parent / rel)
+        if _leads_out(project.root, project.config, path):
+            problems.append(Problem(scenario.path, line, dotted(loc), _OUT.format(where=path)))
+            continue
+        why = _not_runnable(path)
+        if why:
+            message = f"script {path} {why} (paths are relative to the scenario file)"
+            problems.append(Problem(scenario.path, line, dotted(loc), message))
+    named = scenario.spec.target
+    if isinstance(named, str) and named not in project.config.targets:
+        return problems  # reported as an unknown target
+    target = project.target_for(scenario)
+    if target.health_check_gate and not target.health_check:
+        problems.append(
+            Problem(
+                scenario.path,
+                line_of(scenario.lines, ("target",), key=True),
+                "target",
+                "the target has health_check_gate = true but no health_check; set health_check "
+                "beside it (in llmtt.toml or this scenario's target)",
+            )
+        )
+    return problems
+
+
+def _not_runnable(path: Path) -> str | None:
+    """Why the script file `path` cannot be run, or None."""
+    if not path.exists():
+        return "does not exist"
+    if not path.is_file():
+        return "is not a file"
+    if not os.access(path, os.R_OK | os.X_OK):
+        return "is not executable (chmod +x it) or cannot be read"
+    return None
 
 
 SAFE = re.compile(r"[^A-Za-z0-9_.+-]+")  # doit task names may not hold "="

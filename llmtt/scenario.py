@@ -6,14 +6,14 @@ import errno
 import os
 import re
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, Field, JsonValue, field_validator, model_validator
 
 from llmtt.config import Strict, TargetSpec, check_regex
 from llmtt.errors import ConfigError
 from llmtt.evaluation.evaluators.base import Criterion
-from llmtt.loading import read_yaml, register_union_tags, validate
+from llmtt.loading import Loc, read_yaml, register_union_tags, validate
 from llmtt.scripted.session import ScriptedSession
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -131,11 +131,39 @@ class NoTranscriptErrors(GateBase):
     type: Literal["no_transcript_errors"] = "no_transcript_errors"
 
 
-class Script(GateBase):
-    """Runs a script; passes on exit code 0. A JSON object on its last stdout line is kept."""
+class ScriptSource(Strict):
+    """Where a script comes from: a shell `command`, or the `path` of a script file."""
+
+    command: str | None = Field(
+        None,
+        min_length=1,
+        description="A shell command, run with bash in the workspace as it is written "
+        "(`./check.sh` is the workspace's own file, which the agent could have changed).",
+    )
+    path: str | None = Field(
+        None,
+        min_length=1,
+        description="An executable file of the project, relative to the scenario file's folder, "
+        "run by its absolute path with the workspace as its folder (the agent never sees it); "
+        "its content is part of the evaluate key.",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.command is None) == (self.path is None):
+            raise ValueError(
+                "give either `command` (a shell command run in the workspace) or `path` (a "
+                "script file of the project, relative to the scenario file), not "
+                + ("both" if self.command is not None else "neither")
+            )
+        return self
+
+
+class Script(GateBase, ScriptSource):
+    """Runs a script (`command` or `path`): a JSON object on its stdout with a boolean `passed`
+    decides (its `message` and `detail` are kept); otherwise its exit code does."""
 
     type: Literal["script"] = "script"
-    command: str
 
 
 class EvaluatorGate(GateBase):
@@ -175,6 +203,48 @@ GATE_TYPES = [
     "evaluator",
 ]
 register_union_tags(GATE_TYPES)
+
+
+class PostScript(ScriptSource):
+    """A script run after the agent, before the gates (`scripts.post`)."""
+
+    timeout_secs: float = Field(30, gt=0, description="Its time limit (a timeout is a warning).")
+    description: str | None = Field(None, description="What it does, for the reports.")
+
+
+class EvaluatorScript(ScriptSource):
+    """A script that measures the run (`scripts.evaluators`): JSON `{metrics, score, summary}`
+    on its stdout."""
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
+        description="The key of its results in metrics.json's `script_evaluators`.",
+    )
+    timeout_secs: float = Field(60, gt=0, description="Its time limit.")
+
+
+class ScriptsSpec(Strict):
+    """The scenario's scripts (specs/llm-tool-test/scripts.md), besides its `script` gates."""
+
+    post: list[PostScript] = Field(
+        default_factory=list,
+        description="Run in order after the agent, on a copy of its workspace and HOME that the "
+        "gates and evaluators then read; a failure is a warning, never a failed run.",
+    )
+    evaluators: list[EvaluatorScript] = Field(
+        default_factory=list,
+        description="Run after the gates; their JSON goes to metrics.json (`script_evaluators`) "
+        "and evaluation.md; informational, never deciding the outcome.",
+    )
+
+    @field_validator("evaluators")
+    @classmethod
+    def _unique_names(cls, value: list[EvaluatorScript]) -> list[EvaluatorScript]:
+        names = [e.name for e in value]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"evaluator names must be unique: {', '.join(twice)} repeated")
+        return value
 
 
 class TaskSpec(Strict):
@@ -308,6 +378,10 @@ class Scenario(Strict):
         description="What the scripted model plays (turns, parallel calls, usage, errors, "
         "hangs); without it, the solution, one command a turn.",
     )
+    scripts: ScriptsSpec = Field(
+        default_factory=ScriptsSpec,
+        description="Post-run scripts and script evaluators (`script` gates are gates).",
+    )
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
     cost: CostSpec = Field(default_factory=CostSpec)
     run: RunSpec = Field(default_factory=RunSpec)
@@ -343,6 +417,24 @@ class LoadedScenario(BaseModel):
         # realpath, unlike Path.resolve() on 3.11, does not raise on a link loop: the load
         # reports that with the scenario's line.
         return Path(os.path.realpath(self.path.parent / self.spec.fixture))
+
+    def script_path(self, path: str) -> Path:
+        """A script's `path`, resolved against the scenario file's folder, links followed."""
+        return Path(os.path.realpath(self.path.parent / path))
+
+    def script_files(self) -> list[tuple[Loc, str]]:
+        """Every script of the scenario given by `path`, with where it is written."""
+        spec = self.spec
+        named: list[tuple[Loc, ScriptSource]] = [
+            *((("scripts", "post", i), s) for i, s in enumerate(spec.scripts.post)),
+            *((("scripts", "evaluators", i), s) for i, s in enumerate(spec.scripts.evaluators)),
+            *(
+                (("evaluation", "gates", i), g)
+                for i, g in enumerate(spec.evaluation.gates)
+                if isinstance(g, Script)
+            ),
+        ]
+        return [((*loc, "path"), s.path) for loc, s in named if s.path is not None]
 
 
 def load_scenario(path: Path) -> LoadedScenario:

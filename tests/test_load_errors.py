@@ -354,6 +354,127 @@ CASES = [
         "tags",
         "valid list",
     ),
+    # scripts
+    (
+        "scripts-unknown-key",
+        {"scenarios/s.yaml": OK_SCENARIO + "scripts:\n  posts: []\n"},
+        "scenarios/s.yaml",
+        4,
+        "scripts.posts",
+        "did you mean 'post'",
+    ),
+    (
+        "scripts-post-neither-command-nor-path",
+        {"scenarios/s.yaml": OK_SCENARIO + "scripts:\n  post:\n    - {timeout_secs: 5}\n"},
+        "scenarios/s.yaml",
+        5,
+        "scripts.post[0]",
+        "give either `command` (a shell command run in the workspace) or `path`",
+    ),
+    (
+        "scripts-post-both",
+        {"scenarios/s.yaml": OK_SCENARIO + "scripts:\n  post:\n    - {command: a, path: b}\n"},
+        "scenarios/s.yaml",
+        5,
+        "scripts.post[0]",
+        "not both",
+    ),
+    (
+        "scripts-post-timeout",
+        {
+            "scenarios/s.yaml": OK_SCENARIO
+            + "scripts:\n  post:\n    - command: a\n      timeout_secs: 0\n"
+        },
+        "scenarios/s.yaml",
+        6,
+        "scripts.post[0].timeout_secs",
+        "greater than 0",
+    ),
+    (
+        "scripts-evaluator-without-name",
+        {"scenarios/s.yaml": OK_SCENARIO + "scripts:\n  evaluators:\n    - {command: a}\n"},
+        "scenarios/s.yaml",
+        5,
+        "scripts.evaluators[0].name",
+        "required field is missing",
+    ),
+    (
+        "scripts-evaluator-names-twice",
+        {
+            "scenarios/s.yaml": OK_SCENARIO
+            + "scripts:\n  evaluators:\n    - {name: q, command: a}\n    - {name: q, command: b}\n"
+        },
+        "scenarios/s.yaml",
+        4,
+        "scripts.evaluators",
+        "evaluator names must be unique: q repeated",
+    ),
+    (
+        "scripts-missing-file",
+        {"scenarios/s.yaml": OK_SCENARIO + "scripts:\n  post:\n    - path: checks/nope.sh\n"},
+        "scenarios/s.yaml",
+        5,
+        "scripts.post[0].path",
+        "nope.sh does not exist (paths are relative to the scenario file)",
+    ),
+    (
+        "scripts-file-not-executable",
+        {
+            "scenarios/s.yaml": OK_SCENARIO
+            + "scripts:\n  evaluators:\n    - name: q\n      path: q.sh\n",
+            "scenarios/q.sh": "#!/bin/sh\n",
+        },
+        "scenarios/s.yaml",
+        6,
+        "scripts.evaluators[0].path",
+        "is not executable (chmod +x it)",
+    ),
+    (
+        "scripts-file-outside-the-project",
+        {"scenarios/s.yaml": OK_SCENARIO + "scripts:\n  post:\n    - path: ../../x.sh\n"},
+        "scenarios/s.yaml",
+        5,
+        "scripts.post[0].path",
+        "leads outside the project folder",
+    ),
+    (
+        "script-gate-neither-command-nor-path",
+        {
+            "scenarios/s.yaml": OK_SCENARIO
+            + "evaluation:\n  gates:\n    - {type: script, description: d}\n"
+        },
+        "scenarios/s.yaml",
+        5,
+        "evaluation.gates[0]",
+        "give either `command`",
+    ),
+    (
+        "script-gate-file-missing",
+        {
+            "scenarios/s.yaml": OK_SCENARIO
+            + "evaluation:\n  gates:\n    - {type: script, path: gone.sh}\n"
+        },
+        "scenarios/s.yaml",
+        5,
+        "evaluation.gates[0].path",
+        "gone.sh does not exist",
+    ),
+    (
+        "toml-health-check-type",
+        {"llmtt.toml": "[target]\nbinary = 'git'\nhealth_check = ['git', '--version']\n"},
+        "llmtt.toml",
+        3,
+        "target.health_check",
+        "valid string",
+    ),
+    (
+        "health-check-gate-without-health-check",
+        {"scenarios/s.yaml": OK_SCENARIO + "target:\n  health_check_gate: true\n"},
+        "scenarios/s.yaml",
+        3,
+        "target",
+        "health_check_gate = true but no health_check",
+    ),
     # rubrics
     (
         "rubric-weights",

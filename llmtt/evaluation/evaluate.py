@@ -18,6 +18,12 @@ from llmtt.evaluation.evaluators.runner import (
 from llmtt.evaluation.gates import GateContext, run_gates
 from llmtt.evaluation.interaction import find_target_commands, interaction_metrics
 from llmtt.evaluation.outcome import composite_score, decide
+from llmtt.evaluation.scripts import (
+    run_post_scripts,
+    run_script_evaluators,
+    script_env,
+    script_warnings,
+)
 from llmtt.evaluation.target_commands import TargetCommand, matcher_for
 from llmtt.evaluation.transcript import DEFAULT_MARKER, transcript_events
 from llmtt.events import Event, ToolCall, read_events
@@ -50,18 +56,24 @@ def evaluate_run(project: Project, run: Run, purse: Purse | None = None) -> dict
         metrics.update(interaction_metrics(events, matcher, free=bool(info.get("free"))))
         metrics["source"] = source
         ws = Workspace(run.dir, run.dir / "workspace", run.dir / "home")
+        env = script_env(run, ws)
+        # What the post scripts leave (a copy of the workspace) is what the evaluation reads.
+        seen, post = run_post_scripts(run, ws, env)
         found = find_target_commands(events, matcher)
-        evaluated = _evaluators(project, run, info, (events, ws.workspace, found), purse)
+        evaluated = _evaluators(project, run, info, (events, seen, found), purse)
         if evaluated is not None:
             metrics["evaluators"] = evaluated
         ctx = GateContext(
-            workspace=ws.workspace,
-            env=ws.env(run.target.env),
+            workspace=seen,
+            env=env,
             timeout_secs=project.config.run.gate_timeout_secs,
             target_commands=found,
             evaluators=evaluated or {},
+            scenario=run.scenario,
+            health_check=run.target.health_check if run.target.health_check_gate else None,
         )
         gates = run_gates(run.scenario.spec.evaluation.gates, ctx)
+        metrics.update(_scripts_fields(post, run_script_evaluators(run, seen, env)))
     write_json(
         run.dir / "gates.json",
         {"format": METRICS_FORMAT, "run_id": run.run_id, "gates": gates},
@@ -114,6 +126,21 @@ def _evaluators(
     )
 
 
+def _scripts_fields(
+    post: list[dict[str, Any]], evaluators: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """metrics.json's fields for the scripts a scenario has (none for a scenario without)."""
+    fields: dict[str, Any] = {}
+    if post:
+        fields["post_scripts"] = post
+    if evaluators:
+        fields["script_evaluators"] = evaluators
+    warnings = script_warnings(post, evaluators)
+    if warnings:
+        fields["warnings"] = warnings
+    return fields
+
+
 def settle(
     project: Project,
     run: Run,
@@ -140,6 +167,8 @@ def settle(
         outcome, reason = "error", f"an evaluator did not run: {why}"
     else:
         outcome, reason = decide(gates, judge, timed_out_after=_timed_out_after(run, info))
+    # A script that failed without deciding anything is said where every report shows it.
+    reason += "".join(f"; warning: {w}" for w in metrics.get("warnings", []))
     score = judge.get("weighted_score") if judge is not None else None
     metrics.update(_outcome_fields(run, metrics, gates, (outcome, reason), score))
     if judge is not None:

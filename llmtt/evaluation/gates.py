@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +12,14 @@ import regex
 
 from llmtt.evaluation.evaluators.runner import criterion_score
 from llmtt.evaluation.interaction import TargetCommand
+from llmtt.evaluation.scripts import (
+    last_line,
+    run_in_scratch,
+    script_command,
+    script_label,
+    script_verdict,
+    tail,
+)
 from llmtt.scenario import (
     ASSERTION_RE,
     CommandJsonPath,
@@ -25,11 +31,12 @@ from llmtt.scenario import (
     FileExists,
     FileMatches,
     Gate,
+    LoadedScenario,
     NoTranscriptErrors,
     Script,
 )
-from llmtt.shell import ShellResult, run_shell
-from llmtt.workspace import make_home, within
+from llmtt.shell import ShellResult
+from llmtt.workspace import within
 
 _COMMAND_GATES = (
     CommandSucceeds,
@@ -52,11 +59,18 @@ class GateContext:
     timeout_secs: float
     target_commands: Sequence[TargetCommand]
     evaluators: Mapping[str, Any] = field(default_factory=dict)  # metrics.json's `evaluators`
+    scenario: LoadedScenario | None = None  # where a `script` gate's `path` is resolved from
+    health_check: str | None = None  # the target's, run as a last gate (`health_check_gate`)
 
 
 def run_gates(gates: Sequence[Gate], ctx: GateContext) -> list[dict[str, Any]]:
-    """Evaluate every gate in declaration order, without short-circuit."""
-    return [_run_one(index, gate, ctx) for index, gate in enumerate(gates, start=1)]
+    """Evaluate every gate in declaration order, without short-circuit; then the target's
+    health check, when the context carries one."""
+    records = [_run_one(index, gate, ctx) for index, gate in enumerate(gates, start=1)]
+    if ctx.health_check is not None:
+        health = CommandSucceeds(command=ctx.health_check, description="target health check")
+        records.append(_run_one(len(records) + 1, health, ctx))
+    return records
 
 
 def _run_one(index: int, gate: Gate, ctx: GateContext) -> dict[str, Any]:
@@ -64,21 +78,22 @@ def _run_one(index: int, gate: Gate, ctx: GateContext) -> dict[str, Any]:
     record.update(gate.model_dump(exclude={"type", "description", "timeout_secs"}))
     timeout = gate.timeout_secs or ctx.timeout_secs
     if isinstance(gate, _COMMAND_GATES):
-        result = _run_command(gate.command, ctx, timeout)
-        passed, message = _judge_command(gate, result, timeout)
+        command = _command(gate, ctx)
+        result = run_in_scratch(command, ctx.workspace, ctx.env, timeout)
+        if isinstance(gate, Script):
+            passed, message, kept = script_verdict(result, script_label(gate))
+            record.update(kept)
+        else:
+            passed, message = _judge_command(gate, result, timeout)
         record.update(
             {
                 "exit_code": result.exit_code,
                 "timed_out": result.timed_out,
                 "duration_secs": round(result.duration_secs, 3),
-                "stdout": _tail(result.stdout),
-                "stderr": _tail(result.stderr),
+                "stdout": tail(result.stdout),
+                "stderr": tail(result.stderr),
             }
         )
-        if isinstance(gate, Script):
-            data = _trailing_json(result.stdout)
-            if data is not None:
-                record["data"] = data
     else:
         passed, message = _judge_static(gate, ctx, timeout)
     record["passed"] = passed
@@ -86,31 +101,13 @@ def _run_one(index: int, gate: Gate, ctx: GateContext) -> dict[str, Any]:
     return record
 
 
-def _run_command(command: str, ctx: GateContext, timeout: float) -> ShellResult:
-    """Run a gate's command in scratch folders of its own, removed when it is done.
-
-    A copy of the workspace, an empty HOME with its XDG folders and a TMPDIR, all outside the
-    run folder: nothing one gate writes is seen by the next gate or kept with the run.
-    """
-    with tempfile.TemporaryDirectory(prefix="llmtt-gate-") as scratch:
-        work = Path(scratch) / "workspace"
-        if ctx.workspace.is_dir():
-            try:
-                # The kernel copies the data (sendfile), not Python, whatever the files' size.
-                shutil.copytree(ctx.workspace, work, symlinks=True)
-            except shutil.Error:
-                pass  # named pipes and sockets are not copied; the rest is
-        else:
-            work.mkdir()
-        tmp = Path(scratch) / "tmp"
-        tmp.mkdir()
-        env = {
-            **ctx.env,
-            **make_home(Path(scratch) / "home"),
-            "TMPDIR": str(tmp),
-            "PWD": str(work),
-        }
-        return run_shell(command, cwd=work, env=env, timeout_secs=timeout)
+def _command(gate: Gate, ctx: GateContext) -> str:
+    """The shell command a command gate runs (a `script` gate's file, by its absolute path)."""
+    if isinstance(gate, Script) and ctx.scenario is not None:
+        return script_command(gate, ctx.scenario)
+    command = getattr(gate, "command", None)
+    assert command is not None, "a script gate given by `path` needs its scenario"
+    return str(command)
 
 
 def _search(pattern: str, text: str, timeout: float) -> bool | str:
@@ -129,10 +126,10 @@ def _search(pattern: str, text: str, timeout: float) -> bool | str:
 def _judge_command(gate: Gate, result: ShellResult, timeout: float) -> tuple[bool, str]:
     if result.timed_out:
         return False, f"`{_cmd(gate)}` {result.describe()}"
-    if isinstance(gate, CommandSucceeds | Script):
+    if isinstance(gate, CommandSucceeds):
         if result.ok:
             return True, f"`{gate.command}` exited 0"
-        err = _last_line(result.stderr or result.stdout)
+        err = last_line(result.stderr or result.stdout)
         return False, f"`{gate.command}` {result.describe()}" + (f": {err}" if err else "")
     if isinstance(gate, CommandOutputContains):
         if gate.substring in result.stdout:
@@ -290,26 +287,6 @@ def _cmd(gate: Gate) -> str:
 def _seen(result: ShellResult) -> str:
     out = result.stdout.strip()
     if not out:
-        err = _last_line(result.stderr)
+        err = last_line(result.stderr)
         return "; stdout was empty" + (f", stderr: {err}" if err else "")
     return f"; stdout began {out[:120]!r}"
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:200] if lines else ""
-
-
-def _tail(text: str, limit: int = 4000) -> str:
-    return text if len(text) <= limit else "[...]\n" + text[-limit:]
-
-
-def _trailing_json(stdout: str) -> Any:
-    lines = [line for line in stdout.strip().splitlines() if line.strip()]
-    if not lines:
-        return None
-    try:
-        data = json.loads(lines[-1])
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None

@@ -50,6 +50,25 @@ def main(argv: list[str] | None = None) -> int:
     compare.add_argument("a")
     compare.add_argument("b")
     compare.add_argument("--project", default=".", type=Path)
+    imports = sub.add_parser(
+        "import", help="write llmtt scenarios from another tool's dataset"
+    ).add_subparsers(dest="source", required=True)
+    bashkit = imports.add_parser(
+        "bashkit-eval",
+        help="one scenario per task of a bashkit-eval JSONL dataset",
+        description="Example: llmtt import bashkit-eval tasks.jsonl --solutions solutions.jsonl",
+    )
+    bashkit.add_argument("tasks", type=Path, help="the dataset (JSON lines)")
+    bashkit.add_argument(
+        "--out", type=Path, default=Path("scenarios"), help="scenario folder (default: scenarios)"
+    )
+    bashkit.add_argument(
+        "--fixtures", type=Path, help="where the tasks' files go (default: OUT/fixtures)"
+    )
+    bashkit.add_argument(
+        "--solutions", type=Path, help='reference solutions: JSON lines {"id", "solution": [...]}'
+    )
+    bashkit.add_argument("--force", action="store_true", help="replace existing scenario files")
     args = parser.parse_args(argv)
     try:
         if args.command == "validate":
@@ -62,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             return _compare(args.project, args.a, args.b)
         if args.command == "estimate":
             return _estimate(args)
+        if args.command == "import":
+            return _import_bashkit(args)
         if args.command == "scripted-server":
             return _scripted_server(args.scenario, args.port, args.log)
         return _schema(args.out)
@@ -70,6 +91,19 @@ def main(argv: list[str] | None = None) -> int:
 
         print(console(f"llmtt: {exc}"), file=sys.stderr)
         return 2
+
+
+def _import_bashkit(args: argparse.Namespace) -> int:
+    from llmtt.importers.bashkit import import_bashkit
+
+    fixtures = args.fixtures or args.out / "fixtures"
+    done = import_bashkit(args.tasks, args.out, fixtures, args.solutions, force=args.force)
+    for warning in done.warnings:
+        print(f"llmtt: warning: {warning}", file=sys.stderr)
+    for problem in done.problems:
+        print(f"llmtt: {problem}", file=sys.stderr)
+    print(f"wrote {len(done.written)} scenario(s) to {args.out}")
+    return 1 if done.problems else 0
 
 
 def _validate(root: Path) -> int:

@@ -397,10 +397,15 @@ def _value_at(data: Any, loc: tuple[int | str, ...]) -> Any:
 
 
 def _clean_loc(loc: tuple[int | str, ...]) -> Loc:
-    # Tagged unions add the tag value to the path (gates.0.file_exists.path); drop it.
+    # Tagged unions add the tag value to the path right after the item's index
+    # (gates.0.file_exists.path); drop it there only: a field may share a tag's name
+    # (gates.0.check.check is the `check` field of a `check` gate).
     cleaned: list[int | str] = []
-    for part in loc:
-        if isinstance(part, str) and (part.startswith("function-") or part in _UNION_TAGS):
+    for index, part in enumerate(loc):
+        if isinstance(part, str) and part.startswith("function-"):
+            continue
+        tagged = index > 0 and isinstance(loc[index - 1], int) and part in _UNION_TAGS
+        if isinstance(part, str) and tagged:
             continue
         cleaned.append(part)
     return tuple(cleaned)

@@ -17,7 +17,7 @@ from llmtt.evaluation.judge_version import JUDGE_VERSION
 from llmtt.hashing import Key, hash_file, hash_tree, hash_value
 from llmtt.loading import Loc, dotted, line_of
 from llmtt.project import Project, folder_clash, folder_part, unknown_variant
-from llmtt.scenario import LoadedScenario, ScenarioMatrix
+from llmtt.scenario import Gate, LoadedScenario, ScenarioMatrix
 from llmtt.selection import Selection, listing, nearest
 from llmtt.versions import Versions
 
@@ -302,7 +302,7 @@ def _scenario_keys(
         },
         solution=hash_value(spec.solution),
         evaluate={
-            "gates": hash_value([g.model_dump() for g in spec.evaluation.gates]),
+            "gates": hash_value([_gate_key(g) for g in spec.evaluation.gates]),
             **_evaluators_key(project, scenario),
             **_scripts_key(scenario, target),
             "pattern": hash_value([target.effective_pattern(), target.env]),
@@ -314,6 +314,12 @@ def _scenario_keys(
         max_turns=max_turns,
         judge=_judge_plan(project, scenario),
     )
+
+
+def _gate_key(gate: Gate) -> dict[str, Any]:
+    """A gate's part of the evaluate key; a default weight is left out, so that gates written
+    before weights existed keep their keys."""
+    return gate.model_dump(exclude={"weight"} if gate.weight == 1.0 else None)
 
 
 def _evaluators_key(project: Project, scenario: LoadedScenario) -> dict[str, str]:

@@ -256,8 +256,9 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     costs = [r["cost_usd"] for r in rows if r.get("cost_usd") is not None]
     costs += [r["judge"]["cost_usd"] for r in rows if (r.get("judge") or {}).get("cost_usd")]
     done = [r for r in rows if r["outcome"] in ("pass", "fail")]
-    gates_passed = sum(r.get("gates_passed") or 0 for r in done)
-    gates_total = sum(r.get("gates_total") or 0 for r in done)
+    # Weighted (bashkit-eval's overall rate); records written before weights count each gate 1.
+    gates_passed = sum(r.get("gates_score", r.get("gates_passed")) or 0 for r in done)
+    gates_total = sum(r.get("gates_max", r.get("gates_total")) or 0 for r in done)
 
     def total(name: str) -> int:
         return sum(int((r.get("metrics") or {}).get(name) or 0) for r in done)

@@ -35,6 +35,8 @@ def result_record(
             "outcome_reason",
             "gates_passed",
             "gates_total",
+            "gates_score",
+            "gates_max",
             "evaluators",
         )
     }
@@ -49,6 +51,8 @@ def result_record(
         "outcome_reason": metrics["outcome_reason"],
         "gates_passed": metrics["gates_passed"],
         "gates_total": metrics["gates_total"],
+        "gates_score": metrics.get("gates_score"),
+        "gates_max": metrics.get("gates_max"),
         "gates": [{k: g[k] for k in ("index", "type", "passed")} for g in gates or []],
         "metrics": interaction,
         "cost_usd": metrics.get("cost_usd"),

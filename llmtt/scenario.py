@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, JsonValue, field_validator, model_validat
 
 from llmtt.config import Strict, TargetSpec, check_regex
 from llmtt.errors import ConfigError
+from llmtt.evaluation.checks import parse_check
 from llmtt.evaluation.evaluators.base import Criterion
 from llmtt.loading import Loc, read_yaml, register_union_tags, validate
 from llmtt.scripted.session import ScriptedSession
@@ -32,6 +33,35 @@ class GateBase(Strict):
 
     description: str | None = None
     timeout_secs: float | None = Field(None, gt=0)
+    weight: float = Field(
+        1.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Its weight in the run's gate score (bashkit-eval's task score: the weight "
+        "of the gates passed over the weight of all); every gate must still pass for a pass.",
+    )
+
+
+class CheckGate(GateBase):
+    """A bashkit-eval expectation in its string form (llmtt/evaluation/checks.py)."""
+
+    type: Literal["check"] = "check"
+    check: str = Field(
+        min_length=1,
+        description="exit_code:N, stdout_contains:TEXT, stdout_regex:PATTERN, stderr_empty, "
+        "file_exists:/PATH, dir_exists:/PATH, file_contains:/PATH:TEXT, tool_calls_min:N, "
+        "tool_calls_max:N (paths from the workspace as root).",
+    )
+
+    @field_validator("check")
+    @classmethod
+    def _parses(cls, value: str) -> str:
+        if parse_check(value).kind == "llm_judge":
+            raise ValueError(
+                "an llm_judge check is an llm_judge evaluator and an evaluator gate in llmtt "
+                "(`llmtt import bashkit-eval` writes both)"
+            )
+        return value
 
 
 class CommandSucceeds(GateBase):
@@ -187,7 +217,8 @@ Gate = Annotated[
     | FileMatches
     | NoTranscriptErrors
     | Script
-    | EvaluatorGate,
+    | EvaluatorGate
+    | CheckGate,
     Field(discriminator="type"),
 ]
 GATE_TYPES = [
@@ -201,6 +232,7 @@ GATE_TYPES = [
     "no_transcript_errors",
     "script",
     "evaluator",
+    "check",
 ]
 register_union_tags(GATE_TYPES)
 

@@ -9,6 +9,7 @@ from typing import Any
 from llmtt.atomic import read_json, write_json
 from llmtt.config import default_judge_model
 from llmtt.errors import LlmttError
+from llmtt.evaluation.checks import Call
 from llmtt.evaluation.evaluators.runner import (
     Purse,
     evaluation_input,
@@ -16,7 +17,7 @@ from llmtt.evaluation.evaluators.runner import (
     run_evaluators,
 )
 from llmtt.evaluation.gates import GateContext, run_gates
-from llmtt.evaluation.interaction import find_target_commands, interaction_metrics
+from llmtt.evaluation.interaction import find_target_commands, interaction_metrics, paired_calls
 from llmtt.evaluation.outcome import composite_score, decide
 from llmtt.evaluation.scripts import (
     run_post_scripts,
@@ -71,6 +72,10 @@ def evaluate_run(project: Project, run: Run, purse: Purse | None = None) -> dict
             evaluators=evaluated or {},
             scenario=run.scenario,
             health_check=run.target.health_check if run.target.health_check_gate else None,
+            calls=[
+                Call(result.output if result else "", result.exit_code if result else None)
+                for _, result in paired_calls(events)
+            ],
         )
         gates = run_gates(run.scenario.spec.evaluation.gates, ctx)
         metrics.update(_scripts_fields(post, run_script_evaluators(run, seen, env)))
@@ -266,6 +271,9 @@ def _outcome_fields(
         "outcome_reason": verdict[1],
         "gates_passed": sum(1 for g in gates if g["passed"]),
         "gates_total": len(gates),
+        # bashkit-eval's task score: the weight of the gates passed, of all gates' weight.
+        "gates_score": sum(g.get("weight", 1.0) for g in gates if g["passed"]),
+        "gates_max": sum(g.get("weight", 1.0) for g in gates),
     }
     if verdict[0] != "error":
         fields["composite_score"] = composite_score(

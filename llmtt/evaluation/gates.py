@@ -10,6 +10,7 @@ from typing import Any
 
 import regex
 
+from llmtt.evaluation.checks import Call, parse_check, run_check
 from llmtt.evaluation.evaluators.runner import criterion_score
 from llmtt.evaluation.interaction import TargetCommand
 from llmtt.evaluation.scripts import (
@@ -22,6 +23,7 @@ from llmtt.evaluation.scripts import (
 )
 from llmtt.scenario import (
     ASSERTION_RE,
+    CheckGate,
     CommandJsonPath,
     CommandOutputContains,
     CommandOutputMatches,
@@ -61,6 +63,7 @@ class GateContext:
     evaluators: Mapping[str, Any] = field(default_factory=dict)  # metrics.json's `evaluators`
     scenario: LoadedScenario | None = None  # where a `script` gate's `path` is resolved from
     health_check: str | None = None  # the target's, run as a last gate (`health_check_gate`)
+    calls: Sequence[Call] = ()  # the run's tool calls, for `check` gates
 
 
 def run_gates(gates: Sequence[Gate], ctx: GateContext) -> list[dict[str, Any]]:
@@ -205,6 +208,15 @@ def _literal(text: str) -> Any:
 
 
 def _judge_static(gate: Gate, ctx: GateContext, timeout: float) -> tuple[bool, str]:
+    if isinstance(gate, CheckGate):
+        return run_check(
+            parse_check(gate.check),
+            ctx.calls,
+            ctx.workspace,
+            lambda pattern, text: _search(pattern, text, timeout),
+            _workspace_file,
+            _file_contains,
+        )
     if isinstance(gate, EvaluatorGate):
         score, problem = criterion_score(ctx.evaluators, gate.criterion)
         if score is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import GIT_TOML, Project
 
 from llmtt.evaluation.checks import Call, Check, parse_check, run_check
 
@@ -126,3 +127,26 @@ def test_file_checks_read_the_workspace_as_the_root(tmp_path: Path) -> None:
         "/out/a.txt lacks 'gamma'",
     )
     assert judge("file_contains:/none.txt:x", [], tmp_path) == (False, "none.txt does not exist")
+
+
+@pytest.mark.parametrize(
+    ("check", "message"),
+    [
+        ("exit_code:zero", "exit_code takes a whole number, not 'zero'"),
+        ("llm_judge:Is it good?", "an llm_judge check is an llm_judge evaluator and an evaluator"),
+    ],
+)
+def test_a_bad_check_gate_is_a_located_load_error(
+    project: Project, check: str, message: str
+) -> None:
+    project.write("llmtt.toml", GIT_TOML)
+    project.write(
+        "scenarios/s.yaml",
+        "task: {prompt: p}\nsolution: [echo]\nevaluation:\n  gates:\n"
+        f"    - {{type: file_exists, path: a}}\n    - {{type: check, check: '{check}'}}\n",
+    )
+    result = project.doit("list")
+    text = result.out + result.err
+    assert result.code != 0 and "Traceback" not in text
+    assert "s.yaml:6: evaluation.gates[1].check" in text, text
+    assert message in text

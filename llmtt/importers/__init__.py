@@ -1,0 +1,1 @@
+"""Importers: other tools' datasets and scenarios as llmtt scenarios."""

@@ -1,0 +1,101 @@
+"""`llmtt import bashkit-eval`: a dataset in bashkit-eval's record format (tests/data/bashkit,
+written for these tests) becomes scenarios that run end to end with the oracle (its reference
+solutions from `--solutions`) and with an agent on the scripted model; records that cannot be
+carried over are reported by line; the weighted task score and rate are bashkit-eval's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import BIN, GIT_TOML, FakeProvider, Project, chat_answer
+
+DATA = Path(__file__).parent / "data" / "bashkit"
+
+
+def _import(project: Project, *, fresh: bool = True) -> subprocess.CompletedProcess[str]:
+    project.write("llmtt.toml", GIT_TOML)
+    if fresh:
+        shutil.rmtree(project.root / "scenarios")
+    return subprocess.run(
+        [
+            str(BIN / "llmtt"),
+            "import",
+            "bashkit-eval",
+            str(DATA / "tasks.jsonl"),
+            "--solutions",
+            str(DATA / "solutions.jsonl"),
+        ],
+        cwd=project.root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_records_that_cannot_be_carried_over_are_reported_by_line(project: Project) -> None:
+    done = _import(project)
+    assert done.returncode == 1
+    tasks = DATA / "tasks.jsonl"
+    assert f"{tasks}:5: unknown check kind 'stdout_has'" in done.stderr
+    assert f"{tasks}:6: not JSON" in done.stderr
+    assert f"{tasks}:7: the record lacks 'prompt'; not imported" in done.stderr
+    assert f"{tasks}:1: copy-file: expectation 4 (stderr_empty) left out" in done.stderr
+    assert "wrote 4 scenario(s) to scenarios" in done.stdout
+    written = sorted(p.name for p in (project.root / "scenarios").glob("*.yaml"))
+    assert written == ["copy-file.yaml", "count-lines.yaml", "judged.yaml", "make-dirs.yaml"]
+    fixture = project.root / "scenarios" / "fixtures" / "copy-file"
+    assert (fixture / "data" / "in.txt").read_text() == "alpha\nbeta\n"
+    assert (fixture / "AGENTS.md").read_text() == "You are a careful shell user."
+    again = _import(project, fresh=False)  # nothing is overwritten without --force
+    assert "copy-file.yaml exists (use --force to replace it)" in again.stderr
+
+
+def test_an_imported_dataset_runs_with_the_oracle_and_scores_as_bashkit_eval(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    url, handler = provider
+    handler.queue[:] = [(200, chat_answer('{"score": true, "reasoning": "It said hello."}'))]
+    _import(project)
+    toml = (project.root / "llmtt.toml").read_text()
+    project.write(
+        "llmtt.toml",
+        toml + f'\n[judge]\nmodel = "grader"\n\n[models.grader]\nlitellm = "openai/grader"\n'
+        f'api_base = "{url}"\napi_key_env = "GRADER_KEY"\n'
+        "input_usd_per_mtok = 1.0\noutput_usd_per_mtok = 1.0\n",
+    )
+    result = project.doit("run", "-n", "2", env={"LLMTT_ENABLED": "1", "GRADER_KEY": "k"})
+    outcomes = {
+        name: project.json(f"{name}/oracle/r1/metrics.json")
+        for name in ("copy-file", "count-lines", "make-dirs", "judged")
+    }
+    # copy-file's reference solution makes the file but not its content: 2 of 4 weight.
+    assert outcomes["copy-file"]["outcome"] == "fail", result.out
+    assert outcomes["copy-file"]["gates_score"] == 2.0
+    assert outcomes["copy-file"]["gates_max"] == 4.0
+    for name in ("count-lines", "make-dirs", "judged"):
+        assert outcomes[name]["outcome"] == "pass", (name, outcomes[name]["outcome_reason"])
+    assert outcomes["make-dirs"]["gates_max"] == 1.5
+    assert outcomes["judged"]["gates_max"] == 2.0
+    report = json.loads((project.results() / "report.json").read_text())
+    summary = report["summary"]
+    assert summary["passed"] == 3 and summary["failed"] == 1
+    # bashkit-eval's overall rate: the weight of the passed checks over all checks' weight.
+    assert summary["gate_rate"] == pytest.approx((2 + 2 + 1.5 + 2) / (4 + 2 + 1.5 + 2), abs=1e-4)
+    categories = {c["tag"]: c for c in report["categories"]}
+    assert categories["file_operations"]["gate_rate"] == pytest.approx(3.5 / 5.5, abs=1e-4)
+    assert categories["file_operations"]["pass_rate"] == 0.5
+
+
+def test_an_imported_dataset_runs_with_an_agent_on_the_scripted_model(project: Project) -> None:
+    _import(project)
+    result = project.doit(
+        "run", "agent=litellm", "model=scripted", "scenario=count-lines,make-dirs"
+    )
+    assert result.code == 0, result.out + result.err
+    for name in ("count-lines", "make-dirs"):
+        metrics = project.json(f"{name}/litellm-scripted/r1/metrics.json")
+        assert metrics["outcome"] == "pass", (name, metrics["outcome_reason"])

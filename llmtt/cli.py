@@ -69,6 +69,16 @@ def main(argv: list[str] | None = None) -> int:
         "--solutions", type=Path, help='reference solutions: JSON lines {"id", "solution": [...]}'
     )
     bashkit.add_argument("--force", action="store_true", help="replace existing scenario files")
+    seed = imports.add_parser(
+        "llm-tool-test",
+        help="llm-tool-test's own scenario files as llmtt scenarios",
+        description="Example: llmtt import llm-tool-test ../old/scenarios/*.yaml",
+    )
+    seed.add_argument("files", type=Path, nargs="+", help="the seed's scenario files")
+    seed.add_argument(
+        "--out", type=Path, default=Path("scenarios"), help="scenario folder (default: scenarios)"
+    )
+    seed.add_argument("--force", action="store_true", help="replace existing scenario files")
     args = parser.parse_args(argv)
     try:
         if args.command == "validate":
@@ -82,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "estimate":
             return _estimate(args)
         if args.command == "import":
-            return _import_bashkit(args)
+            return _import(args)
         if args.command == "scripted-server":
             return _scripted_server(args.scenario, args.port, args.log)
         return _schema(args.out)
@@ -93,11 +103,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _import_bashkit(args: argparse.Namespace) -> int:
-    from llmtt.importers.bashkit import import_bashkit
+def _import(args: argparse.Namespace) -> int:
+    if args.source == "llm-tool-test":
+        from llmtt.importers.llm_tool_test import check_files, import_llm_tool_test
 
-    fixtures = args.fixtures or args.out / "fixtures"
-    done = import_bashkit(args.tasks, args.out, fixtures, args.solutions, force=args.force)
+        check_files(args.files)
+        done = import_llm_tool_test(args.files, args.out, force=args.force)
+    else:
+        from llmtt.importers.bashkit import import_bashkit
+
+        fixtures = args.fixtures or args.out / "fixtures"
+        done = import_bashkit(args.tasks, args.out, fixtures, args.solutions, force=args.force)
     for warning in done.warnings:
         print(f"llmtt: warning: {warning}", file=sys.stderr)
     for problem in done.problems:

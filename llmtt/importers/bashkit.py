@@ -212,14 +212,19 @@ def _relative(path: Path, start: Path) -> str:
 
 
 def _write(target: Path, scenario: dict[str, Any], fixture: Path, files: dict[str, str]) -> None:
-    from llmtt.atomic import write_text
-
     for rel, content in files.items():
         path = fixture / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content, encoding="utf-8")
+    dump_scenario(target, scenario, "Imported from bashkit-eval by `llmtt import bashkit-eval`.")
+
+
+def dump_scenario(target: Path, scenario: dict[str, Any], header: str) -> None:
+    """Write `scenario` as YAML a person would write, under a `# header` line."""
+    from llmtt.atomic import write_text
+
     target.parent.mkdir(parents=True, exist_ok=True)
-    text = "# Imported from bashkit-eval by `llmtt import bashkit-eval`.\n" + yaml.dump(
+    text = f"# {header}\n" + yaml.dump(
         scenario, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100
     )
     write_text(target, text)

@@ -1,16 +1,21 @@
-"""`llmtt import bashkit-eval`: a dataset in bashkit-eval's record format (tests/data/bashkit,
-written for these tests) becomes scenarios that run end to end with the oracle (its reference
-solutions from `--solutions`) and with an agent on the scripted model; records that cannot be
-carried over are reported by line; the weighted task score and rate are bashkit-eval's."""
+"""The importers. `llmtt import bashkit-eval`: a dataset in bashkit-eval's record format
+(tests/data/bashkit, written for these tests) becomes scenarios that run end to end with the
+oracle (its reference solutions from `--solutions`) and with an agent on the scripted model;
+records that cannot be carried over are reported by line; the weighted task score and rate are
+bashkit-eval's. `llmtt import llm-tool-test`: the seed's own scenario files (tests/data/
+llm_tool_test) become llmtt scenarios that load and run, with a report of what has no
+equivalent."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import BIN, GIT_TOML, FakeProvider, Project, chat_answer
 
 DATA = Path(__file__).parent / "data" / "bashkit"
@@ -99,3 +104,55 @@ def test_an_imported_dataset_runs_with_an_agent_on_the_scripted_model(project: P
     for name in ("count-lines", "make-dirs"):
         metrics = project.json(f"{name}/litellm-scripted/r1/metrics.json")
         assert metrics["outcome"] == "pass", (name, metrics["outcome_reason"])
+
+
+SEED = Path(__file__).parent / "data" / "llm_tool_test"
+
+
+def test_the_seeds_own_scenarios_import_with_a_report_of_what_did_not_carry_over(
+    project: Project,
+) -> None:
+    project.write("llmtt.toml", GIT_TOML)
+    done = subprocess.run(
+        [
+            str(BIN / "llmtt"),
+            "import",
+            "llm-tool-test",
+            str(SEED / "notes_commit.yaml"),
+            str(SEED / "domain_gates.yaml"),
+            "--out",
+            "scenarios",
+        ],
+        cwd=project.root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    seed = SEED / "notes_commit.yaml"
+    assert f"{seed}: cost.cache: false has no equivalent" in done.stderr
+    assert f"{seed}: tool_matrix gives its tools different models" in done.stderr
+    assert "opencode, claude-code x gpt-4o, claude-sonnet" in done.stderr
+    assert f"{seed}: fields not carried over: owner" in done.stderr
+    assert f"{SEED / 'domain_gates.yaml'}: evaluation.gates[0].type:" in done.stderr
+    assert "MinNotes" in done.stderr and "not imported" in done.stderr
+    written = project.root / "scenarios" / "notes_commit.yaml"
+    imported = yaml.safe_load(written.read_text())
+    assert imported["fixture"] == os.path.relpath(
+        SEED / "fixtures" / "notes", project.root / "scenarios"
+    )
+    assert imported["matrix"] == {
+        "agents": ["opencode", "claude-code"],
+        "models": ["gpt-4o", "claude-sonnet"],
+    }
+    assert imported["target"]["health_check"] == "git --version"
+    assert imported["scripts"]["evaluators"][0]["name"] == "log_quality"
+    assert imported["cost"] == {"max_usd": 0.5}
+    # The file loads as an llmtt scenario, and runs: the oracle (no solution) fails its gates.
+    project.write(
+        "llmtt.toml", GIT_TOML + "\n[paths]\nallow_outside = true\n"
+    )  # the fixture stays in tests/data
+    project.doit("run", "agent=oracle", "scenario=notes_commit")
+    metrics = project.json("notes_commit/oracle/r1/metrics.json")
+    assert metrics["outcome"] == "fail", metrics["outcome_reason"]
+    assert metrics["script_evaluators"]["log_quality"]["score"] == 1

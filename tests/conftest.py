@@ -156,3 +156,50 @@ def provider() -> Iterator[tuple[str, type[FakeProvider]]]:
     yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
     server.shutdown()
     server.server_close()
+
+
+def letters(text: str) -> list[float]:
+    """A toy embedding: how often each letter a-z occurs."""
+    return [float(text.lower().count(chr(c))) for c in range(ord("a"), ord("z") + 1)]
+
+
+class Embeddings(BaseHTTPRequestHandler):
+    """An OpenAI-format embeddings endpoint: each input's letter counts."""
+
+    asked: list[dict[str, Any]] = []
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        self.asked.append({"path": self.path, **body})
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = json.dumps(
+            {
+                "object": "list",
+                "model": body["model"],
+                "data": [
+                    {"object": "embedding", "index": i, "embedding": letters(t)}
+                    for i, t in enumerate(texts)
+                ],
+                "usage": {"prompt_tokens": 40, "total_tokens": 40},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def embeddings() -> Iterator[tuple[str, type[Embeddings]]]:
+    handler = type("Handler", (Embeddings,), {"asked": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
+    server.shutdown()
+    server.server_close()

@@ -54,7 +54,13 @@ def evaluation_input(
         for call, result in paired_calls(events)
     ]
     found = [
-        {"command": c.command, "subcommand": c.subcommand, "exit_code": c.exit_code, "help": c.help}
+        {
+            "command": c.command,
+            "line": c.line or None,
+            "subcommand": c.subcommand,
+            "exit_code": c.exit_code,
+            "help": c.help,
+        }
         for c in target_commands
     ]
     return EvaluationInput(

@@ -11,6 +11,7 @@ from llmtt.config import default_judge_model
 from llmtt.errors import LlmttError
 from llmtt.evaluation.checks import Call
 from llmtt.evaluation.evaluators.runner import (
+    Memo,
     Purse,
     evaluation_input,
     evaluation_record,
@@ -128,6 +129,7 @@ def _evaluators(
         models=project.config.models,
         default_model=default_judge_model(project.config),
         purse=purse,
+        memo=Memo(run.dir / "evaluator-answers.json"),
     )
 
 

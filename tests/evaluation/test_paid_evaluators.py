@@ -160,3 +160,33 @@ def test_nlp_accuracy_is_the_cosine_of_the_endpoints_embeddings(
     ]
     assert evaluated["cost_usd"] == pytest.approx(2 * 40 * 0.5 / 1e6)
     assert evaluated["overall_score"] == pytest.approx(expected / 2)
+
+
+def test_evaluating_again_reuses_a_paid_answer_to_the_same_question(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    url, handler = provider
+    handler.queue[:] = [(200, chat_answer('{"score": 4, "reasoning": "Fine."}'))]
+    _judged(project, url)
+    env = {"LLMTT_ENABLED": "1", "GRADER_KEY": "k"}
+    project.doit("run", env=env)
+    assert len(handler.hits) == 1
+    # A gate added: the run is evaluated again, the judge's answer is the same question's.
+    scenario = project.root / "scenarios/s.yaml"
+    scenario.write_text(
+        scenario.read_text() + "  gates:\n    - {type: file_exists, path: .git/HEAD}\n"
+    )
+    second = project.doit("run", env=env)
+    assert "s/oracle/r1:evaluate" in second.executed(), second.out
+    assert len(handler.hits) == 1
+    evaluated = project.json("s/oracle/r1/metrics.json")["evaluators"]
+    assert evaluated["reused"] == ["llm_judge"]
+    assert evaluated["results"][0]["score"] == 4
+    assert evaluated["cost_usd"] == 0
+    # Its own config edited: a new question, asked (and paid for) again.
+    scenario.write_text(
+        scenario.read_text().replace("model: grader}", "model: grader, timeout_secs: 30}")
+    )
+    project.doit("run", env=env)
+    assert len(handler.hits) == 2
+    assert project.json("s/oracle/r1/metrics.json")["evaluators"]["reused"] == []

@@ -5,11 +5,13 @@ weights the results (`base.overall_score`)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from llmtt.atomic import write_json
 from llmtt.config import ModelSpec
 from llmtt.errors import LlmttError
 from llmtt.evaluation.evaluators.base import (
@@ -25,6 +27,7 @@ from llmtt.evaluation.evaluators.registry import evaluator_class
 from llmtt.evaluation.interaction import paired_calls
 from llmtt.evaluation.target_commands import TargetCommand
 from llmtt.events import Event, Message
+from llmtt.hashing import hash_value
 from llmtt.models import resolve_model, spending_refusal
 from llmtt.scenario import EvaluatorSpec
 
@@ -75,6 +78,67 @@ def evaluation_input(
     )
 
 
+class Memo:
+    """The answers of the evaluators that call a model, kept in the run folder: evaluating the
+    run again (a gate or another evaluator edited) reuses the answer to the same question (the
+    evaluator's spec and model, the prompt, response, ground truth, context and events) rather
+    than paying for it twice. Answers with an error are not kept; a file that cannot be read
+    is an empty memo."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._old: dict[str, list[dict[str, Any]]] = {}
+        self._new: dict[str, list[dict[str, Any]]] = {}
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and isinstance(data.get("answers"), dict):
+                self._old = data["answers"]
+        except (OSError, ValueError):
+            pass
+
+    def key(self, spec: EvaluatorSpec, input: EvaluationInput, default_model: str | None) -> str:
+        """What identifies the question an evaluator asks of this run."""
+        return hash_value(
+            [
+                spec.model_dump(mode="json"),
+                default_model,
+                input.prompt,
+                input.response,
+                json.dumps(input.ground_truth, sort_keys=True, default=str),
+                json.dumps(dict(input.context), sort_keys=True, default=str),
+                json.dumps(list(input.events), sort_keys=True, default=str),
+            ]
+        )
+
+    def get(self, key: str) -> list[EvaluationResult] | None:
+        """The answer kept for `key` (kept again), or None."""
+        found = self._new.get(key) or self._old.get(key)
+        if found is None:
+            return None
+        self._new[key] = found
+        return [
+            EvaluationResult(
+                r["criterion"],
+                r["score"],
+                r["evaluator"],
+                r.get("reasoning", ""),
+                r.get("error"),
+                r.get("metadata") or {},
+            )
+            for r in found
+        ]
+
+    def put(self, key: str, results: list[EvaluationResult]) -> None:
+        """Keep an answer, unless part of it is an error."""
+        if results and not any(r.error for r in results):
+            self._new[key] = [r.record() for r in results]
+
+    def save(self) -> None:
+        """Write the answers this evaluation used or made (older ones are dropped)."""
+        if self._new or self._old:
+            write_json(self.path, {"format": 1, "answers": self._new})
+
+
 class Purse(Protocol):
     """The session budget, as the evaluators that call a model draw on it."""
 
@@ -94,22 +158,47 @@ def run_evaluators(
     models: Mapping[str, ModelSpec] | None = None,
     default_model: str | None = None,
     purse: Purse | None = None,
+    memo: Memo | None = None,
 ) -> dict[str, Any]:
     """Every evaluator's results, their overall score and the errors, as metrics.json holds
     them under `evaluators`. `refused` lists the evaluators that may not call their model now
     (money switch, key, budget): the run's evaluation is then incomplete."""
     started = time.monotonic()
+    try:
+        return _run(specs, input, own, project_root, models, default_model, purse, memo, started)
+    finally:
+        if memo is not None:
+            memo.save()
+
+
+def _run(
+    specs: Sequence[EvaluatorSpec],
+    input: EvaluationInput,
+    own: Mapping[str, str],
+    project_root: Path,
+    models: Mapping[str, ModelSpec] | None,
+    default_model: str | None,
+    purse: Purse | None,
+    memo: Memo | None,
+    started: float,
+) -> dict[str, Any]:
     criteria = criteria_of(specs)
     known = {c.name for c in criteria}
     results: list[EvaluationResult] = []
     errors: list[str] = []
     refused: list[str] = []
+    reused: list[str] = []
     cost: float | None = 0.0
     for index, spec in enumerate(specs):
         try:
             cls = evaluator_class(spec.type, own, project_root)
             evaluator = cls(cls.Config.model_validate(spec.config))
             held = None
+            asked = memo.key(spec, input, default_model) if memo and cls.calls_model else None
+            if asked is not None and memo is not None and (kept := memo.get(asked)) is not None:
+                results.extend(kept)  # the same question, answered before: not paid twice
+                reused.append(spec.type)
+                continue
             if cls.calls_model:
                 why, held = _may_spend(
                     evaluator, spec, index, input, criteria, models, default_model, purse
@@ -129,6 +218,8 @@ def run_evaluators(
                     cost = None if cost is None or spent is None else cost + spent
                     if purse is not None and held is not None:
                         purse.settle(f"{spec.type}#{index}", spent, held)
+            if asked is not None and memo is not None:
+                memo.put(asked, [r for r in found if r.criterion in known])
         except Exception as exc:  # noqa: BLE001 - one evaluator's failure is its own result
             message = f"evaluator {spec.type} failed: {type(exc).__name__}: {exc}"
             errors.append(message)
@@ -150,6 +241,7 @@ def run_evaluators(
         "criteria": [c.model_dump() for c in criteria],
         "errors": errors,
         "refused": refused,
+        "reused": reused,
         "cost_usd": None if cost is None else round(cost, 8),
         "duration_ms": round((time.monotonic() - started) * 1000),
         "response": input.response,

@@ -138,6 +138,9 @@ def test_every_evaluator_kind_in_one_scenario(
     assert scored["close"]["score"] == 1.0
     assert scored["brief"]["score"] is True
     assert scored["used_git_init"]["score"] is True
+    text = (project.results() / "s/litellm-scripted/r1/evaluation.md").read_text()
+    assert "| like_reference | lexical_similarity | 1 |" in text  # a float, shortened
+    assert "| helpful | llm_judge | 4 | Did what was asked. |" in text
 
     html = (project.results() / "report.html").read_text()
     for name in CRITERIA:

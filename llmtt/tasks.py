@@ -29,6 +29,7 @@ from llmtt.budget import BudgetExhausted, Ledger, budget_limit, events_cost, exp
 from llmtt.depfile import record_values
 from llmtt.errors import LlmttError
 from llmtt.hashing import Key
+from llmtt.invocation.progress import ProgressReporter, quiet
 from llmtt.plancache import RunSpec, TaskPlan
 from llmtt.selection import Selection, check_info
 
@@ -198,7 +199,7 @@ DOIT_CONFIG: dict[str, Any] = {
     "backend": "llmtt-sqlite3",  # doit's sqlite3 file, read in one query (llmtt/depfile.py)
     "continue": True,
     "verbosity": 2,
-    "reporter": "executed-only",  # thousands of up-to-date lines would bury what happened
+    "reporter": "executed-only",  # replaced below, once the session budget is known
     "default_tasks": [run.run_id for run in TASKS.runs] + ["aggregate"],
 }
 RESULTS.mkdir(parents=True, exist_ok=True)
@@ -246,6 +247,13 @@ def _ledger() -> Ledger | None:
 
 
 LEDGER = _ledger()
+# doit's executed-only lines (thousands of up-to-date ones would bury what happened), and
+# llmtt's line per run with the session's spend; `--reporter NAME` still picks another.
+DOIT_CONFIG["reporter"] = ProgressReporter.configure(
+    {run.run_id: Path(run.dir) for run in TASKS.runs},
+    LEDGER.path if LEDGER is not None else None,
+    quiet=quiet(sys.argv[1:]),
+)
 
 
 def task_llmtt() -> Iterator[Task | dict[str, Any]]:

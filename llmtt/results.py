@@ -204,6 +204,14 @@ CREATE TABLE IF NOT EXISTS results (
 CREATE INDEX IF NOT EXISTS results_run ON results (run_id, timestamp);
 CREATE INDEX IF NOT EXISTS results_group ON results (scenario, agent, model, variant);
 CREATE TABLE IF NOT EXISTS llmtt_meta (key TEXT PRIMARY KEY, value TEXT);
+-- An evaluated run appears once per evaluation (a gate edited, a rubric changed): `attempts`
+-- keeps the latest evaluation of each agent attempt (a run and its agent key), for trends;
+-- `latest` the latest evaluation of each run, its current result.
+CREATE VIEW IF NOT EXISTS attempts AS SELECT * FROM results WHERE id IN (
+    SELECT max(id) FROM results
+    GROUP BY run_id, coalesce(json_extract(record, '$.attempt_id'), json_extract(record, '$.key')));
+CREATE VIEW IF NOT EXISTS latest AS SELECT * FROM results WHERE id IN (
+    SELECT max(id) FROM results GROUP BY run_id);
 """
 
 

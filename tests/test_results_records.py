@@ -21,9 +21,10 @@ def _lines(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def _rows(path: Path) -> list[dict[str, object]]:
+def _rows(path: Path, table: str = "results") -> list[dict[str, object]]:
     with sqlite3.connect(path.with_suffix(".db")) as conn:
-        rows = [json.loads(r[0]) for r in conn.execute("SELECT record FROM results ORDER BY id")]
+        query = f"SELECT record FROM {table} ORDER BY id"
+        rows = [json.loads(r[0]) for r in conn.execute(query)]
     conn.close()
     return rows
 
@@ -106,6 +107,10 @@ def test_an_evaluation_done_again_adds_no_second_record_but_a_new_one_does(
     records = _lines(path)
     assert len(records) == 3 and len({r["evaluation_id"] for r in records}) == 3
     assert _rows(path) == records
+    # The views: each agent attempt's latest evaluation, and each run's current result.
+    assert records[0]["attempt_id"] == records[1]["attempt_id"] != records[2]["attempt_id"]
+    assert _rows(path, "attempts") == records[1:]
+    assert _rows(path, "latest") == records[2:]
 
 
 SCENARIO = (

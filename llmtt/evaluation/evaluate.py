@@ -185,7 +185,9 @@ def settle(
     # Names this evaluation of this agent attempt: evaluating it again (after a kill between
     # the append and doit saving the layer) must not add a second line for it.
     keys = [run.eval_key, run.judge.key if run.judge else None]
-    record["evaluation_id"] = hash_value([hash_file(run.dir / "run.json"), keys])
+    # The agent attempt it evaluates (run.json is new at each one), for results.db's views.
+    record["attempt_id"] = hash_file(run.dir / "run.json")
+    record["evaluation_id"] = hash_value([record["attempt_id"], keys])
     write_json(run.dir / "result.json", record, redact)
     if outcome != "error":
         evaluated = metrics.get("evaluators")

@@ -31,7 +31,7 @@ env.GIT_COMMITTER_EMAIL = "t@example.invalid"
 """
 
 
-# The pinned agent CLIs (./scripts/setup installs them) and llmtt's own loop, driven alike.
+# The pinned agent CLIs (`./scripts/setup test` installs them) and llmtt's own loop, driven alike.
 CLI_AGENTS = ("claude-code", "opencode", "codex", "litellm")
 _CLI_BIN = Path(__file__).resolve().parents[1] / "node_modules" / ".bin"
 _CLI_EXECUTABLES = {"claude-code": "claude", "opencode": "opencode", "codex": "codex"}
@@ -42,7 +42,7 @@ def cli_project(root: Path, toml: str = "") -> Project:
     binary; missing binaries fail the test with what to run."""
     for name in _CLI_EXECUTABLES.values():
         path = _CLI_BIN / name
-        assert path.exists(), f"{path} missing: run ./scripts/setup (npm install)"
+        assert path.exists(), f"{path} missing: run ./scripts/setup test (npm install)"
     project = Project(root)
     tables = "".join(
         f'\n[agents.{a}]\nexecutable = "{_CLI_BIN / e}"\n' for a, e in _CLI_EXECUTABLES.items()

@@ -11,6 +11,7 @@ from typing import Any
 from llmtt.atomic import read_json, write_json
 from llmtt.config import RegressionSpec
 from llmtt.errors import LlmttError
+from llmtt.evaluation.outcome import as_expected, verdict
 from llmtt.redaction import Redactor
 
 BASELINE_FORMAT = 1
@@ -138,31 +139,53 @@ def _var(values: list[float]) -> float:
 
 
 def check_summary(report: dict[str, Any]) -> tuple[bool, str]:
-    """(ok, Markdown) for CI: not ok on any failed or errored outcome or any regression."""
+    """(ok, Markdown) for CI: not ok on any outcome other than the scenario expects (`expect`,
+    default pass: a negative control's fail is accepted, its pass is not), any run not carried
+    out, or any regression."""
     runs = report["runs"]
-    bad = [r for r in runs if r["outcome"] != "pass"]
+    bad = [r for r in runs if not as_expected(r)]
     found = report.get("regressions") or []
     summary = report["summary"]
     lines = [
         "## llmtt",
         "",
         f"{summary['runs']} runs: **{summary['passed']} passed, {summary['failed']} failed**"
+        + _expectations(summary)
         + (f", {summary['errors']} not carried out" if summary.get("errors") else "")
         + f"; pass rate {summary['pass_rate']}.",
         "",
     ]
     if bad:
         lines += ["| run | outcome | reason |", "| --- | --- | --- |"]
-        lines += [
-            f"| {r['run_id']} | {r['outcome']} | {str(r['outcome_reason']).replace('|', '/')} |"
-            for r in bad
-        ]
+        lines += [f"| {r['run_id']} | {verdict(r)} | {_reason(r).replace('|', '/')} |" for r in bad]
         lines.append("")
     if found:
         lines += ["### Regressions against the baseline", ""]
         lines += [f"- {r['group']}: {r['message']}" for r in found]
         lines.append("")
     if not bad and not found:
-        lines.append("Every run passed and nothing regressed.")
+        expected = summary.get("failed_as_expected")
+        lines.append(
+            "Every run passed and nothing regressed."
+            if not expected
+            else "Every run had the outcome its scenario expects and nothing regressed."
+        )
     # From report.json, redacted when written; masked again for a report an older llmtt wrote.
     return not bad and not found, Redactor()("\n".join(lines) + "\n")
+
+
+def _expectations(summary: dict[str, Any]) -> str:
+    """The negative controls' part of the summary line (nothing when there are none)."""
+    said = ""
+    if summary.get("failed_as_expected"):
+        said += f" ({summary['failed_as_expected']} failed as expected)"
+    if summary.get("passed_unexpectedly"):
+        said += f", **{summary['passed_unexpectedly']} passed unexpectedly**"
+    return said
+
+
+def _reason(row: Row) -> str:
+    reason = str(row["outcome_reason"])
+    if row["outcome"] == "pass" and row.get("expect") == "fail":
+        return f"the scenario expects fail (expect: fail), but {reason}"
+    return reason

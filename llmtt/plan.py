@@ -130,6 +130,11 @@ def build_plan(project: Project, selection: Selection) -> Plan:
         "html": _template_key(project, "report.html.j2"),
         "llmtt": __version__,
     }
+    # The reports read each outcome against its scenario's `expect`: editing it re-writes them
+    # (and re-runs nothing else). Absent while no scenario expects a failure: keys stay as were.
+    expected = sorted(r.run_id for r in runs if r.scenario.spec.expect == "fail")
+    if expected:
+        aggregate_key["expect_fail"] = hash_value(expected)
     return Plan(project, runs, selection, aggregate_key)
 
 

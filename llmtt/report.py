@@ -9,6 +9,7 @@ from typing import Any
 
 from llmtt.atomic import read_json, read_jsonl, write_json, write_text
 from llmtt.errors import LlmttError
+from llmtt.evaluation.outcome import as_expected, verdict
 from llmtt.plan import Plan, Run
 from llmtt.project import Project
 from llmtt.redaction import Redactor
@@ -209,7 +210,7 @@ def junit(rows: list[dict[str, Any]]) -> str:
     be carried out."""
     from xml.etree import ElementTree as ET
 
-    failures = sum(1 for r in rows if r["outcome"] == "fail")
+    failures = sum(1 for r in rows if r["outcome"] in ("pass", "fail") and not as_expected(r))
     errors = sum(1 for r in rows if r["outcome"] not in ("pass", "fail"))
     suite = ET.Element(
         "testsuite", name="llmtt", tests=str(len(rows)), failures=str(failures), errors=str(errors)
@@ -222,7 +223,15 @@ def junit(rows: list[dict[str, Any]]) -> str:
             name=row["run_id"],
             time=str(row.get("duration_secs") or 0),
         )
-        if row["outcome"] == "fail":
+        if row["outcome"] in ("pass", "fail") and row.get("expect", "pass") == "fail":
+            # A negative control: its failure is the test passing, its pass the test failing.
+            said = row["outcome_reason"]
+            if as_expected(row):
+                ET.SubElement(case, "system-out").text = f"failed as expected: {said}"
+            else:
+                message = f"passed unexpectedly: the scenario expects fail (expect: fail); {said}"
+                ET.SubElement(case, "failure", message=message).text = message
+        elif row["outcome"] == "fail":
             ET.SubElement(case, "failure", message=row["outcome_reason"]).text = row[
                 "outcome_reason"
             ]
@@ -234,18 +243,29 @@ def junit(rows: list[dict[str, Any]]) -> str:
 def _row(run: Run) -> dict[str, Any]:
     path = run.dir / "result.json"
     if not path.exists():
-        return {
-            **run.identity(),
-            "outcome": "missing",
-            "outcome_reason": "not evaluated",
-            "gates_passed": 0,
-            "gates_total": 0,
-            "metrics": {},
-            "cost_usd": None,
-            "duration_secs": None,
-        }
+        return _expectation(
+            run,
+            {
+                **run.identity(),
+                "outcome": "missing",
+                "outcome_reason": "not evaluated",
+                "gates_passed": 0,
+                "gates_total": 0,
+                "metrics": {},
+                "cost_usd": None,
+                "duration_secs": None,
+            },
+        )
     record: dict[str, Any] = read_json(path)
-    return record
+    return _expectation(run, record)
+
+
+def _expectation(run: Run, row: dict[str, Any]) -> dict[str, Any]:
+    """The row with the scenario's current `expect` and the outcome worded against it; the
+    outcome itself stays what happened (result.json and results.jsonl never hold these)."""
+    row["expect"] = run.scenario.spec.expect
+    row["verdict"] = verdict(row)
+    return row
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -265,10 +285,14 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
     calls_ok, calls_error = total("tool_calls_ok"), total("tool_calls_error")
     turns = total("turns")
+    negative = [r for r in done if r.get("expect") == "fail"]
     return {
         "runs": len(rows),
         "passed": counts["pass"],
         "failed": counts["fail"],
+        # of the failed and the passed: negative controls (`expect: fail`) that did as expected
+        "failed_as_expected": sum(as_expected(r) for r in negative),
+        "passed_unexpectedly": sum(not as_expected(r) for r in negative),
         "errors": counts["error"],
         "missing": counts["missing"],
         "pass_rate": round(counts["pass"] / evaluated, 4) if evaluated else None,

@@ -394,6 +394,12 @@ class Scenario(Strict):
     description: str = ""
     tags: list[str] = Field(default_factory=list)
     tier: int = Field(1, ge=0)
+    expect: Literal["pass", "fail"] = Field(
+        "pass",
+        description="The outcome the scenario should have: `fail` marks a negative control, whose "
+        "Fail `llmtt check` accepts (reported as failed as expected) and whose Pass it flags. "
+        "The recorded outcome stays what happened; changing this re-runs no agent.",
+    )
     target: TargetSpec | str | None = Field(
         None, description="Overrides of [target], or the name of a [targets.NAME] table."
     )

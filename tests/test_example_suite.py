@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import Project
@@ -32,6 +34,15 @@ def test_example_suite_passes_except_its_negative_control(tmp_path: Path) -> Non
     assert len(outcomes) >= 4 and set(outcomes.values()) == {"pass"}, outcomes
     negative = project.json("negative-control-git-tag/oracle/r1/metrics.json")
     assert "lacks 'v1.0'" in negative["outcome_reason"]
+    # the negative control is `expect: fail`: the example suite passes `llmtt check` as it is
+    check = subprocess.run(
+        [str(Path(sys.executable).parent / "llmtt"), "check", str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "(1 failed as expected)" in check.stdout
     # every gate type is used by the suite, against both real CLIs
     gate_types = set()
     targets = set()

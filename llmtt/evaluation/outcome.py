@@ -70,3 +70,20 @@ def composite_score(
     if weight <= 0:
         return None
     return round(sum(w * v for w, v in parts) / weight, 6)
+
+
+def as_expected(row: dict[str, Any]) -> bool:
+    """Whether a report row's outcome is the one its scenario expects (`expect`, default pass).
+
+    The recorded outcome stays what happened; only `llmtt check` and the reports read it
+    against the expectation, so that editing `expect` re-runs nothing.
+    """
+    return bool(row["outcome"] == row.get("expect", "pass"))
+
+
+def verdict(row: dict[str, Any]) -> str:
+    """A report row's outcome as the reports word it: `fail (as expected)` for a negative
+    control that failed, `pass (unexpected)` for one that passed, else the outcome."""
+    if row.get("expect", "pass") != "fail" or row["outcome"] not in ("pass", "fail"):
+        return str(row["outcome"])
+    return "fail (as expected)" if row["outcome"] == "fail" else "pass (unexpected)"

@@ -35,14 +35,22 @@ def check_regex(pattern: str | None) -> str | None:
 class TargetSpec(Strict):
     """The CLI tool under test. Every field is optional so scenarios can override a few."""
 
-    binary: str | None = None
+    binary: str | None = Field(
+        None,
+        description="The tool's program (a name on PATH or a path); its file name finds target "
+        "commands in tool calls when command_pattern is unset.",
+    )
     command_pattern: str | None = Field(
         None, description="Regex finding target commands in tool calls; group 1 = subcommand."
     )
     version_command: str | None = Field(
         None, description="Shell command whose output identifies the target's version."
     )
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Variables set for the agent, the setup commands, the scripts, the gates and "
+        "the version command; a named target's or a scenario's env is merged over [target]'s.",
+    )
     health_check: str | None = Field(
         None,
         min_length=1,
@@ -176,10 +184,24 @@ class ModelSpec(Strict):
 class MatrixSpec(Strict):
     """The axes a plan expands: every scenario runs with each agent x model x variant x repeat."""
 
-    agents: list[str] = Field(default_factory=lambda: ["oracle"], min_length=1)
-    models: list[str] = Field(default_factory=list)
-    variants: list[str] = Field(default_factory=list)
-    repeats: int = Field(1, ge=1, le=1000)
+    agents: list[str] = Field(
+        default_factory=lambda: ["oracle"],
+        min_length=1,
+        description="Agents every scenario runs with (built-in names or [agents.<name>] tables).",
+    )
+    models: list[str] = Field(
+        default_factory=list,
+        description="Models for the agents that need one ([models.<name>] aliases or the "
+        "agents' own names); agents that need none (oracle) ignore them.",
+    )
+    variants: list[str] = Field(
+        default_factory=list,
+        description='[variants.<name>] tables to run with; "none" lays no files. Empty: no '
+        "variant.",
+    )
+    repeats: int = Field(
+        1, ge=1, le=1000, description="Runs of each combination (the repeat index is in the key)."
+    )
 
 
 class VariantSpec(Strict):
@@ -193,10 +215,16 @@ class VariantSpec(Strict):
 class PathsSpec(Strict):
     """Where scenarios, rubrics, templates and results live, relative to the project."""
 
-    scenarios: str = "scenarios"
-    rubrics: str = "rubrics"
-    templates: str = "templates"
-    results: str = "llm-tool-test-results"
+    scenarios: str = Field("scenarios", description="Folder of the scenario files (*.yaml).")
+    rubrics: str = Field(
+        "rubrics", description="Folder of the rubric files, every one checked when loading."
+    )
+    templates: str = Field(
+        "templates", description="Folder of overrides of evaluation.md.j2 / report.md.j2."
+    )
+    results: str = Field(
+        "llm-tool-test-results", description="Folder of the run folders and the reports."
+    )
     baseline: str = Field("llmtt-baseline.json", description="Written by `llmtt bless`; commit it.")
     allow_outside: bool = Field(
         False,
@@ -215,42 +243,81 @@ class RegressionSpec(Strict):
 class BudgetSpec(Strict):
     """Money limits for one invocation."""
 
-    max_usd: float | None = Field(None, ge=0)
+    max_usd: float | None = Field(
+        None,
+        ge=0,
+        description="What one invocation may spend, shared by its runs; the doit variable "
+        "budget= and LLMTT_BUDGET_USD come first. Unset: no limit.",
+    )
 
 
 class JudgeSpec(Strict):
     """Defaults for the LLM judge (layer 3)."""
 
-    model: str | None = None
-    allow_same_model: bool = False
-    max_transcript_chars: int = Field(20000, gt=0)
+    model: str | None = Field(
+        None,
+        description="The judge's model ([models.<name>] alias or litellm name) when a scenario's "
+        "evaluation.judge.model names none, else LLMTT_JUDGE; also the model of evaluators "
+        "that call one and name none.",
+    )
+    allow_same_model: bool = Field(
+        False, description="Allow a judge model equal to the model under test."
+    )
+    max_transcript_chars: int = Field(
+        20000, gt=0, description="The run's events shown to the judge are cut past this size."
+    )
 
 
 class RunDefaults(Strict):
     """Defaults for every scenario's `run:` section."""
 
-    timeout_secs: float = Field(600, gt=0)
-    max_turns: int = Field(10, ge=1)
-    setup_timeout_secs: float = Field(120, gt=0)
-    gate_timeout_secs: float = Field(60, gt=0)
+    timeout_secs: float = Field(
+        600, gt=0, description="An agent is stopped after this long (the run fails)."
+    )
+    max_turns: int = Field(10, ge=1, description="An agent is stopped after this many turns.")
+    setup_timeout_secs: float = Field(
+        120,
+        gt=0,
+        description="Limit of the setup commands (and the health check) when setup.timeout_secs "
+        "is unset.",
+    )
+    gate_timeout_secs: float = Field(
+        60, gt=0, description="Limit of each gate whose own timeout_secs is unset."
+    )
 
 
 class Config(Strict):
     """The whole of `llmtt.toml`."""
 
-    target: TargetSpec = Field(default_factory=TargetSpec)
+    target: TargetSpec = Field(
+        default_factory=TargetSpec, description="The CLI tool under test, for every scenario."
+    )
     targets: dict[str, TargetSpec] = Field(
         default_factory=dict, description="Named targets that scenarios pick with `target: NAME`."
     )
-    agents: dict[str, AgentSettings] = Field(default_factory=dict)
-    models: dict[str, ModelSpec] = Field(default_factory=dict)
-    matrix: MatrixSpec = Field(default_factory=MatrixSpec)
-    variants: dict[str, VariantSpec] = Field(default_factory=dict)
-    paths: PathsSpec = Field(default_factory=PathsSpec)
-    budget: BudgetSpec = Field(default_factory=BudgetSpec)
-    judge: JudgeSpec = Field(default_factory=JudgeSpec)
-    regressions: RegressionSpec = Field(default_factory=RegressionSpec)
-    run: RunDefaults = Field(default_factory=RunDefaults)
+    agents: dict[str, AgentSettings] = Field(
+        default_factory=dict, description="Settings of each agent, or another agent CLI."
+    )
+    models: dict[str, ModelSpec] = Field(
+        default_factory=dict, description="How the agents reach each model, and its prices."
+    )
+    matrix: MatrixSpec = Field(
+        default_factory=MatrixSpec, description="The agents, models, variants and repeats."
+    )
+    variants: dict[str, VariantSpec] = Field(
+        default_factory=dict, description="Named sets of guidance files to compare."
+    )
+    paths: PathsSpec = Field(default_factory=PathsSpec, description="Where the files live.")
+    budget: BudgetSpec = Field(
+        default_factory=BudgetSpec, description="Money limit of one invocation."
+    )
+    judge: JudgeSpec = Field(default_factory=JudgeSpec, description="The LLM judge's settings.")
+    regressions: RegressionSpec = Field(
+        default_factory=RegressionSpec, description="When a change is flagged as a regression."
+    )
+    run: RunDefaults = Field(
+        default_factory=RunDefaults, description="Defaults of the scenarios' limits."
+    )
     evaluators: dict[str, Annotated[str, StringConstraints(pattern=r"^[\w.]+:[\w.]+$")]] = Field(
         default_factory=dict,
         description='Third-party evaluators by type id: `my_check = "package.module:Class"` '

@@ -15,9 +15,11 @@ from llmtt.scenario import NAME_RE
 class Criterion(Strict):
     """One thing the judge scores, from 0 to 1."""
 
-    id: str
-    weight: float = Field(gt=0, le=1)
-    description: str = Field(min_length=1)
+    id: str = Field(description="Its key in the judge's `scores`; unique in the rubric.")
+    weight: float = Field(
+        gt=0, le=1, description="Its share of the weighted score; the weights sum to 1."
+    )
+    description: str = Field(min_length=1, description="What the judge scores, as it reads it.")
 
     @field_validator("id")
     @classmethod
@@ -30,19 +32,29 @@ class Criterion(Strict):
 class RubricOutput(Strict):
     """The answer format the judge is held to."""
 
-    format: str = "json"
+    format: str = Field(
+        "json",
+        description="Accepted as the seed's rubrics write it; not read: the judge always "
+        "answers in JSON.",
+    )
     require_fields: list[str] = Field(
-        default_factory=lambda: ["scores", "weighted_score", "confidence", "issues", "highlights"]
+        default_factory=lambda: ["scores", "weighted_score", "confidence", "issues", "highlights"],
+        description="Accepted as the seed's rubrics write it; not read: the judge's answer "
+        "always has these five fields.",
     )
 
 
 class Rubric(Strict):
     """A rubric file."""
 
-    name: str | None = None
-    description: str = ""
-    criteria: list[Criterion] = Field(min_length=1)
-    output: RubricOutput = Field(default_factory=RubricOutput)
+    name: str | None = Field(None, description="A name for people; not read by llmtt.")
+    description: str = Field("", description="What the rubric is for; not read by llmtt.")
+    criteria: list[Criterion] = Field(
+        min_length=1, description="What the judge scores, each from 0 to 1."
+    )
+    output: RubricOutput = Field(
+        default_factory=RubricOutput, description="The judge's answer format (fixed)."
+    )
 
     @field_validator("criteria")
     @classmethod

@@ -31,8 +31,15 @@ def check_relative(path: str) -> str:
 class GateBase(Strict):
     """Fields every gate accepts."""
 
-    description: str | None = None
-    timeout_secs: float | None = Field(None, gt=0)
+    description: str | None = Field(
+        None, description="What the gate checks, shown beside its type in the reports."
+    )
+    timeout_secs: float | None = Field(
+        None,
+        gt=0,
+        description="Its time limit (its command, or its regex search); default: [run] "
+        "gate_timeout_secs. Past it, the gate fails.",
+    )
     weight: float = Field(
         1.0,
         ge=0,
@@ -45,7 +52,7 @@ class GateBase(Strict):
 class CheckGate(GateBase):
     """A bashkit-eval expectation in its string form (llmtt/evaluation/checks.py)."""
 
-    type: Literal["check"] = "check"
+    type: Literal["check"] = Field("check", description="A bashkit-eval expectation string.")
     check: str = Field(
         min_length=1,
         description="exit_code:N, stdout_contains:TEXT, stdout_regex:PATTERN, stderr_empty, "
@@ -67,24 +74,40 @@ class CheckGate(GateBase):
 class CommandSucceeds(GateBase):
     """Runs a shell command in the workspace; passes on exit code 0."""
 
-    type: Literal["command_succeeds"] = "command_succeeds"
-    command: str
+    type: Literal["command_succeeds"] = Field(
+        "command_succeeds", description="Passes when the command exits 0."
+    )
+    command: str = Field(
+        description="Shell command run with bash on a scratch copy of the post-run workspace."
+    )
 
 
 class CommandOutputContains(GateBase):
     """Runs a command; passes when its stdout contains `substring`."""
 
-    type: Literal["command_output_contains"] = "command_output_contains"
-    command: str
-    substring: str
+    type: Literal["command_output_contains"] = Field(
+        "command_output_contains",
+        description="Passes when the command's stdout contains the substring.",
+    )
+    command: str = Field(
+        description="Shell command run with bash on a scratch copy of the post-run workspace."
+    )
+    substring: str = Field(description="Text the command's stdout must contain.")
 
 
 class CommandOutputMatches(GateBase):
     """Runs a command; passes when the regex `pattern` matches its stdout."""
 
-    type: Literal["command_output_matches"] = "command_output_matches"
-    command: str
-    pattern: str
+    type: Literal["command_output_matches"] = Field(
+        "command_output_matches",
+        description="Passes when the pattern matches the command's stdout.",
+    )
+    command: str = Field(
+        description="Shell command run with bash on a scratch copy of the post-run workspace."
+    )
+    pattern: str = Field(
+        description="Regular expression (Python's, with re.MULTILINE) searched in its stdout."
+    )
 
     _pattern = field_validator("pattern")(check_regex)
 
@@ -97,9 +120,13 @@ ASSERTION_RE = re.compile(
 class CommandJsonPath(GateBase):
     """Runs a command, parses stdout as JSON and asserts on the value at a JSONPath."""
 
-    type: Literal["command_json_path"] = "command_json_path"
-    command: str
-    path: str
+    type: Literal["command_json_path"] = Field(
+        "command_json_path", description="Asserts on a value of the command's JSON stdout."
+    )
+    command: str = Field(
+        description="Shell command run with bash on a scratch copy of the post-run workspace."
+    )
+    path: str = Field(description="JSONPath (jsonpath-ng's extended syntax) into its stdout.")
     assertion: str = Field(description="exists | equals V | contains S | len >=|==|> N")
 
     @field_validator("path")
@@ -128,8 +155,8 @@ class CommandJsonPath(GateBase):
 class FileExists(GateBase):
     """Passes when the file exists in the workspace."""
 
-    type: Literal["file_exists"] = "file_exists"
-    path: str
+    type: Literal["file_exists"] = Field("file_exists", description="Passes when the file exists.")
+    path: str = Field(description="A regular file, relative to the workspace (links followed).")
 
     _path = field_validator("path")(check_relative)
 
@@ -137,9 +164,11 @@ class FileExists(GateBase):
 class FileContains(GateBase):
     """Passes when the file exists and contains `substring`."""
 
-    type: Literal["file_contains"] = "file_contains"
-    path: str
-    substring: str
+    type: Literal["file_contains"] = Field(
+        "file_contains", description="Passes when the file contains the substring."
+    )
+    path: str = Field(description="A regular file, relative to the workspace (links followed).")
+    substring: str = Field(description="Text the file must contain.")
 
     _path = field_validator("path")(check_relative)
 
@@ -147,9 +176,15 @@ class FileContains(GateBase):
 class FileMatches(GateBase):
     """Passes when the file exists and the regex `pattern` matches its content."""
 
-    type: Literal["file_matches"] = "file_matches"
-    path: str
-    pattern: str
+    type: Literal["file_matches"] = Field(
+        "file_matches", description="Passes when the pattern matches the file's content."
+    )
+    path: str = Field(
+        description="A regular file of at most 16 MiB, relative to the workspace (links followed)."
+    )
+    pattern: str = Field(
+        description="Regular expression (Python's, with re.MULTILINE) searched in the file."
+    )
 
     _path = field_validator("path")(check_relative)
     _pattern = field_validator("pattern")(check_regex)
@@ -158,7 +193,10 @@ class FileMatches(GateBase):
 class NoTranscriptErrors(GateBase):
     """Passes when no target command of the run exited non-zero."""
 
-    type: Literal["no_transcript_errors"] = "no_transcript_errors"
+    type: Literal["no_transcript_errors"] = Field(
+        "no_transcript_errors",
+        description="Passes when no target command of the run exited non-zero.",
+    )
 
 
 class ScriptSource(Strict):
@@ -193,14 +231,16 @@ class Script(GateBase, ScriptSource):
     """Runs a script (`command` or `path`): a JSON object on its stdout with a boolean `passed`
     decides (its `message` and `detail` are kept); otherwise its exit code does."""
 
-    type: Literal["script"] = "script"
+    type: Literal["script"] = Field("script", description="Runs a script (`command` or `path`).")
 
 
 class EvaluatorGate(GateBase):
     """Passes when a criterion's evaluator score (normalised to 0..1, the mean when several
     evaluators score it) reaches `threshold`."""
 
-    type: Literal["evaluator"] = "evaluator"
+    type: Literal["evaluator"] = Field(
+        "evaluator", description="Passes when an evaluator criterion's score reaches the threshold."
+    )
     criterion: str = Field(min_length=1, description="A criterion of evaluation.evaluators.")
     threshold: float = Field(
         1.0, ge=0, le=1, description="The normalised score it must reach (0..1)."
@@ -282,23 +322,45 @@ class ScriptsSpec(Strict):
 class TaskSpec(Strict):
     """What the agent is asked to do."""
 
-    prompt: str = Field(min_length=1)
+    prompt: str = Field(
+        min_length=1,
+        description="The task as the agent gets it (the judge and the evaluators read it too).",
+    )
 
 
 class SetupSpec(Strict):
     """Shell commands run in the workspace before the agent starts."""
 
-    commands: list[str] = Field(default_factory=list)
-    timeout_secs: float | None = Field(None, gt=0)
+    commands: list[str] = Field(
+        default_factory=list,
+        description="Run with bash in the workspace, in order, before the agent; one that fails "
+        "means the run cannot be carried out.",
+    )
+    timeout_secs: float | None = Field(
+        None,
+        gt=0,
+        description="Limit of each setup command and of the health check; default: [run] "
+        "setup_timeout_secs.",
+    )
 
 
 class JudgeSettings(Strict):
     """Layer 3 for this scenario."""
 
-    enabled: bool = False
-    rubric: str | None = None
-    pass_threshold: float = Field(0.7, ge=0, le=1)
-    model: str | None = None
+    enabled: bool = Field(False, description="Let the judge grade this scenario's runs.")
+    rubric: str | None = Field(
+        None,
+        description="Rubric file, relative to the project folder, else to the rubrics folder; "
+        "required when enabled.",
+    )
+    pass_threshold: float = Field(
+        0.7, ge=0, le=1, description="The judge's weighted score a run must reach to pass."
+    )
+    model: str | None = Field(
+        None,
+        description="The judge's model ([models.<name>] alias or litellm name); default: [judge] "
+        "model, else LLMTT_JUDGE.",
+    )
 
     @model_validator(mode="after")
     def _rubric_when_enabled(self) -> JudgeSettings:
@@ -310,9 +372,11 @@ class JudgeSettings(Strict):
 class CompositeSpec(Strict):
     """Weights of an optional single composite score."""
 
-    gate_weight: float = Field(0, ge=0)
-    judge_weight: float = Field(0, ge=0)
-    interaction_weight: float = Field(0, ge=0)
+    gate_weight: float = Field(0, ge=0, description="Weight of the share of gates passed.")
+    judge_weight: float = Field(0, ge=0, description="Weight of the judge's weighted score.")
+    interaction_weight: float = Field(
+        0, ge=0, description="Weight of the first-try success rate of the target commands."
+    )
 
     @model_validator(mode="after")
     def _some_weight(self) -> CompositeSpec:
@@ -338,7 +402,11 @@ class EvaluatorSpec(Strict):
 class EvaluationSpec(Strict):
     """Gates (layer 2), evaluators, judge (layer 3) and the optional composite."""
 
-    gates: list[Gate] = Field(default_factory=list)
+    gates: list[Gate] = Field(
+        default_factory=list,
+        description="Checks of the post-run workspace and run, all run in order; every one must "
+        "pass for the run to pass.",
+    )
     evaluators: list[EvaluatorSpec] = Field(
         default_factory=list,
         description="Informational scores (AgentDock's evaluators); a gate of type "
@@ -347,8 +415,14 @@ class EvaluationSpec(Strict):
     ground_truth: JsonValue = Field(
         None, description="The reference answer evaluators compare the agent's response with."
     )
-    judge: JudgeSettings = Field(default_factory=JudgeSettings)
-    composite: CompositeSpec | None = None
+    judge: JudgeSettings = Field(
+        default_factory=JudgeSettings, description="The LLM judge (layer 3) for this scenario."
+    )
+    composite: CompositeSpec | None = Field(
+        None,
+        description="Weights (summing to 1) of a single composite score; a part that is absent "
+        "is left out and the other weights scaled back to 1. Unset: no composite.",
+    )
 
     @model_validator(mode="after")
     def _criteria(self) -> EvaluationSpec:
@@ -368,32 +442,45 @@ class EvaluationSpec(Strict):
 class CostSpec(Strict):
     """Money limit for one run."""
 
-    max_usd: float | None = Field(None, ge=0)
+    max_usd: float | None = Field(
+        None,
+        ge=0,
+        description="The agent is stopped when the run's running cost passes this; a paid run "
+        "holds it in the session budget before it starts.",
+    )
 
 
 class RunSpec(Strict):
     """Limits of one run."""
 
-    timeout_secs: float | None = Field(None, gt=0)
-    max_turns: int | None = Field(None, ge=1)
+    timeout_secs: float | None = Field(
+        None, gt=0, description="Stop the agent after this long; default: [run] timeout_secs."
+    )
+    max_turns: int | None = Field(
+        None, ge=1, description="Stop the agent after this many turns; default: [run] max_turns."
+    )
 
 
 class ScenarioMatrix(Strict):
     """A scenario's own matrix axes; each one set replaces llmtt.toml's."""
 
-    agents: list[str] | None = None
-    models: list[str] | None = None
-    variants: list[str] | None = None
-    repeats: int | None = Field(None, ge=1, le=1000)
+    agents: list[str] | None = Field(None, description="Replaces [matrix] agents.")
+    models: list[str] | None = Field(None, description="Replaces [matrix] models.")
+    variants: list[str] | None = Field(None, description="Replaces [matrix] variants.")
+    repeats: int | None = Field(None, ge=1, le=1000, description="Replaces [matrix] repeats.")
 
 
 class Scenario(Strict):
     """One scenario file."""
 
-    name: str | None = None
-    description: str = ""
-    tags: list[str] = Field(default_factory=list)
-    tier: int = Field(1, ge=0)
+    name: str | None = Field(
+        None, description="The scenario's name in run ids and reports; default: the file name."
+    )
+    description: str = Field("", description="Shown at the top of each run's evaluation.md.")
+    tags: list[str] = Field(
+        default_factory=list, description="Labels to select scenarios by (`doit run tag=T`)."
+    )
+    tier: int = Field(1, ge=0, description="A level to select scenarios by (`doit run tier=N`).")
     expect: Literal["pass", "fail"] = Field(
         "pass",
         description="The outcome the scenario should have: `fail` marks a negative control, whose "
@@ -403,11 +490,13 @@ class Scenario(Strict):
     target: TargetSpec | str | None = Field(
         None, description="Overrides of [target], or the name of a [targets.NAME] table."
     )
-    task: TaskSpec
+    task: TaskSpec = Field(description="What the agent is asked to do.")
     fixture: str | None = Field(
         None, description="Folder copied as the workspace, relative to this file."
     )
-    setup: SetupSpec = Field(default_factory=SetupSpec)
+    setup: SetupSpec = Field(
+        default_factory=SetupSpec, description="Commands run in the workspace before the agent."
+    )
     solution: list[str] = Field(
         default_factory=list, description="Reference shell commands, run by the oracle agent."
     )
@@ -420,9 +509,12 @@ class Scenario(Strict):
         default_factory=ScriptsSpec,
         description="Post-run scripts and script evaluators (`script` gates are gates).",
     )
-    evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
-    cost: CostSpec = Field(default_factory=CostSpec)
-    run: RunSpec = Field(default_factory=RunSpec)
+    evaluation: EvaluationSpec = Field(
+        default_factory=EvaluationSpec,
+        description="How the run is judged: gates, evaluators, the judge, a composite score.",
+    )
+    cost: CostSpec = Field(default_factory=CostSpec, description="Money limit of one run.")
+    run: RunSpec = Field(default_factory=RunSpec, description="Limits of one run.")
     matrix: ScenarioMatrix | None = Field(
         None, description="Per-scenario overrides of [matrix] (agents, models, variants, repeats)."
     )

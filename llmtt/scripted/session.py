@@ -57,20 +57,30 @@ class Usage(Strict):
     """Token figures of one answer. `input` is the uncached input only, as DESIGN.md counts
     it; each wire format carries the four figures in its own fields (see `wire_usage`)."""
 
-    input: int = Field(ge=0)
-    output: int = Field(ge=0)
-    cache_read: int = Field(0, ge=0)
-    cache_write: int = Field(0, ge=0)
+    input: int = Field(ge=0, description="Uncached input tokens.")
+    output: int = Field(ge=0, description="Output tokens.")
+    cache_read: int = Field(0, ge=0, description="Input tokens read from the cache.")
+    cache_write: int = Field(
+        0, ge=0, description="Input tokens written to the cache (Anthropic Messages only)."
+    )
 
 
 class HttpError(Strict):
     """An HTTP error instead of the turn's answer, for its first `times` attempts (every
     attempt when unset); `body` replaces the wire format's own error object."""
 
-    status: int = Field(ge=400, le=599)
-    body: dict[str, Any] | str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    times: int | None = Field(None, ge=1)
+    status: int = Field(ge=400, le=599, description="The HTTP status returned.")
+    body: dict[str, Any] | str | None = Field(
+        None,
+        description="The response body: an object is sent as JSON, a string as text; default: "
+        "the wire format's own error object.",
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="Headers added to the response (e.g. retry-after)."
+    )
+    times: int | None = Field(
+        None, ge=1, description="How many attempts at this turn fail; unset: every attempt."
+    )
 
 
 class Hang(Strict):
@@ -78,9 +88,15 @@ class Hang(Strict):
     event (`at: stream`; a plain answer is delayed whole), for its first `times` attempts
     (every attempt when unset)."""
 
-    secs: float = Field(gt=0, le=3600)
-    at: Literal["start", "stream"] = "start"
-    times: int | None = Field(None, ge=1)
+    secs: float = Field(gt=0, le=3600, description="How long the answer waits.")
+    at: Literal["start", "stream"] = Field(
+        "start",
+        description="start: before the answer; stream: after its first streamed event (a "
+        "plain answer is delayed whole).",
+    )
+    times: int | None = Field(
+        None, ge=1, description="How many attempts at this turn hang; unset: every attempt."
+    )
 
 
 class Turn(Strict):
@@ -108,7 +124,10 @@ class ScriptedSession(Strict):
     """A scripted model session: its turns, and what comes after them."""
 
     format: Literal[1] = Field(1, description="Version of this format.")
-    turns: list[Turn] = Field(default_factory=list)
+    turns: list[Turn] = Field(
+        default_factory=list,
+        description="The model's answers in order; only the last may call no command.",
+    )
     endless: bool = Field(
         False,
         description="After its turns, play the last one again and again and never answer "

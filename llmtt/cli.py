@@ -5,54 +5,135 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 from llmtt.errors import LlmttError
 
+# One line for each doit variable (llmtt.selection.VARIABLES; a test keeps the two in step).
+DOIT_VARIABLES = {
+    "scenario": "only these scenarios, by name (comma list): doit run scenario=git-first-commit",
+    "tag": "only scenarios with one of these tags: doit run tag=smoke,git",
+    "tier": "only scenarios of these tiers: doit run tier=1,2",
+    "agent": "replace the matrix's agents: doit run agent=claude-code",
+    "model": "replace the matrix's models: doit run model=scripted",
+    "variant": "replace the matrix's variants ('none' lays no files): doit run variant=v1,v2",
+    "repeats": "replace the number of repeats of each run: doit run repeats=5",
+    "budget": "spend at most this many USD in this invocation: doit run budget=2",
+}
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point; a user's mistake becomes a message and exit code 2, never a traceback."""
-    parser = argparse.ArgumentParser(prog="llmtt", description=__doc__)
+
+def _parser() -> argparse.ArgumentParser:
+    """Every llmtt command, each with its arguments and an example in its --help."""
+    variables = "\n".join(f"  {k + '=':<10} {v}" for k, v in DOIT_VARIABLES.items())
+    parser = argparse.ArgumentParser(
+        prog="llmtt",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="The runs themselves are doit's: `doit run`, `doit list --status`, `doit info "
+        f"RUN`.\nVariables of doit commands (comma lists allowed):\n{variables}",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    validate = sub.add_parser("validate", help="check llmtt.toml, every scenario and rubric")
-    validate.add_argument("project", nargs="?", default=".", type=Path)
-    schema = sub.add_parser("schema", help="write JSON Schema files for editors")
+
+    def command(name: str, help: str, example: str) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name,
+            help=help,
+            description=textwrap.fill(help[0].upper() + help[1:] + ".", 79),
+            epilog=f"Example: {example}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    def project(p: argparse.ArgumentParser) -> None:
+        p.add_argument("project", nargs="?", default=".", type=Path, help="(default: .)")
+
+    project(command("validate", "check llmtt.toml, every scenario and rubric", "llmtt validate"))
+    scenarios = command(
+        "scenarios",
+        "list the project's scenarios: name, tier, expect, tags, file, description",
+        "llmtt scenarios --tag smoke --tier 1",
+    )
+    project(scenarios)
+    scenarios.add_argument(
+        "--tag", "--tags", action="append", default=[], help="only these tags (comma list)"
+    )
+    scenarios.add_argument(
+        "--tier", action="append", default=[], help="only these tiers (comma list)"
+    )
+    show = command(
+        "show",
+        "a scenario's resolved settings (target, limits, runs, gates, evaluators, judge) "
+        "or a run's results (outcome, reason, gates, metrics, files)",
+        "llmtt show git-first-commit; llmtt show git-first-commit/oracle/r1",
+    )
+    show.add_argument("name", help="a scenario's name or a run id (SCENARIO/AGENT[-MODEL]/rN)")
+    show.add_argument("--project", default=".", type=Path, help="(default: .)")
+    clean = command(
+        "clean",
+        "list, and with --yes remove, the folders of deleted scenarios and (--older-than) "
+        "run folders last written before that; nothing outside the results folder",
+        "llmtt clean --older-than 7d --yes",
+    )
+    project(clean)
+    clean.add_argument(
+        "--older-than", type=_age, metavar="AGE", help="e.g. 7d, 12h, 2w: also old runs"
+    )
+    clean.add_argument("--yes", action="store_true", help="remove them (default: only list)")
+    schema = command("schema", "write JSON Schema files for editors", "llmtt schema --out schemas")
     schema.add_argument(
         "--out", type=Path, default=Path("schemas"), help="folder (default: schemas)"
     )
-    server = sub.add_parser(
-        "scripted-server", help="serve the scripted model for a scenario's solution, by hand"
+    server = command(
+        "scripted-server",
+        "serve the scripted model for a scenario's solution, by hand",
+        "llmtt scripted-server scenarios/git-first-commit.yaml --port 8123",
     )
     server.add_argument("scenario", type=Path, help="scenario file whose `solution` to play")
     server.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     server.add_argument("--log", type=Path, help="append each request to this JSON-lines file")
-    estimate = sub.add_parser("estimate", help="expected cost of the pending runs, before spending")
-    estimate.add_argument("project", nargs="?", default=".", type=Path)
+    estimate = command(
+        "estimate",
+        "expected cost of the pending runs, before spending",
+        "llmtt estimate --agent claude-code --model house",
+    )
+    project(estimate)
     for name in ("scenario", "tag", "agent", "model", "variant"):
         estimate.add_argument(f"--{name}", action="append", default=[], help="repeatable")
     estimate.add_argument("--repeats", type=int)
-    bless = sub.add_parser("bless", help="record the current report as the baseline to commit")
-    bless.add_argument("project", nargs="?", default=".", type=Path)
-    check = sub.add_parser(
-        "check", help="for CI: exit 1 on any failed outcome or regression; print Markdown"
+    project(command("bless", "record the current report as the baseline to commit", "llmtt bless"))
+    check = command(
+        "check",
+        "for CI: exit 1 on an outcome its scenario does not expect, a run not carried out or "
+        "a regression; print Markdown",
+        "llmtt check --subset",
     )
-    check.add_argument("project", nargs="?", default=".", type=Path)
+    project(check)
     check.add_argument(
         "--subset",
         action="store_true",
         help="the results cover part of the baseline on purpose: compare that part only",
     )
-    compare = sub.add_parser(
+    compare = command(
         "compare",
-        help="compare two result sets (report.json files or "
-        "result folders) or two variants of the current results",
+        "compare two result sets (report.json files or result folders) or two variants of the "
+        "current results",
+        "llmtt compare v1 v2; llmtt compare old/report.json llm-tool-test-results",
     )
-    compare.add_argument("a")
-    compare.add_argument("b")
-    compare.add_argument("--project", default=".", type=Path)
-    imports = sub.add_parser(
-        "import", help="write llmtt scenarios from another tool's dataset"
-    ).add_subparsers(dest="source", required=True)
+    compare.add_argument("a", help="a report.json, a results folder, or a variant")
+    compare.add_argument("b", help="the same kind as a")
+    compare.add_argument("--project", default=".", type=Path, help="(default: .)")
+    _import_parsers(
+        command(
+            "import",
+            "write llmtt scenarios from another tool's dataset",
+            "llmtt import bashkit-eval tasks.jsonl --solutions solutions.jsonl",
+        )
+    )
+    return parser
+
+
+def _import_parsers(parent: argparse.ArgumentParser) -> None:
+    imports = parent.add_subparsers(dest="source", required=True)
     bashkit = imports.add_parser(
         "bashkit-eval",
         help="one scenario per task of a bashkit-eval JSONL dataset",
@@ -79,10 +160,21 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, default=Path("scenarios"), help="scenario folder (default: scenarios)"
     )
     seed.add_argument("--force", action="store_true", help="replace existing scenario files")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; a user's mistake becomes a message and exit code 2, never a traceback."""
+    parser = _parser()
     args = parser.parse_args(argv)
     try:
         if args.command == "validate":
             return _validate(args.project)
+        if args.command == "scenarios":
+            return _scenarios(args.project, args.tag, args.tier)
+        if args.command == "show":
+            return _show(args.project, args.name)
+        if args.command == "clean":
+            return _clean(args.project, args.older_than, args.yes)
         if args.command == "bless":
             return _bless(args.project)
         if args.command == "check":
@@ -312,6 +404,200 @@ def _schema(out: Path) -> int:
         write_text(path, json.dumps(model.model_json_schema(), indent=2) + "\n")
         print(f"wrote {path}")
     return 0
+
+
+def _scenarios(root: Path, tags: list[str], tiers: list[str]) -> int:
+    from llmtt.project import load_project
+    from llmtt.selection import Selection, nearest
+
+    selection = Selection.from_variables({"tag": ",".join(tags), "tier": ",".join(tiers)})
+    project = load_project(root)
+    chosen = [
+        s
+        for s in project.scenarios
+        if (not selection.tags or set(selection.tags) & set(s.spec.tags))
+        and (not selection.tiers or s.spec.tier in selection.tiers)
+    ]
+    if not chosen:
+        known = {t for s in project.scenarios for t in s.spec.tags}
+        hint = "".join(nearest(t, known) for t in selection.tags if t not in known)
+        raise LlmttError(f"no scenario has {selection.describe()}{hint}")
+    for s in sorted(chosen, key=lambda s: s.name):
+        about = s.spec.description.strip().splitlines()
+        print(
+            f"{s.name}  tier {s.spec.tier}  expect {s.spec.expect}  "
+            f"tags {','.join(s.spec.tags) or '-'}  {_shown_path(root, s.path)}"
+        )
+        if about:
+            print(f"    {about[0]}")
+    print(f"{len(chosen)} of {len(project.scenarios)} scenarios")
+    return 0
+
+
+def _shown_path(root: Path, path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _show(root: Path, name: str) -> int:
+    from llmtt.config import load_config
+
+    config, _ = load_config(root)
+    folder = root / config.paths.results / name.strip("/")
+    if (folder / "result.json").is_file() or (folder / "run.json").is_file():
+        return _show_run(folder, name.strip("/"))
+    from llmtt.plan import build_plan
+    from llmtt.project import load_project
+    from llmtt.selection import Selection, nearest
+
+    project = load_project(root)
+    names = [s.name for s in project.scenarios]
+    if name not in names:
+        planned = [r.run_id for r in build_plan(project, Selection()).runs]
+        if name in planned:
+            print(f"run {name}: not run yet (`doit run` runs it)")
+            return 0
+        names += planned
+        raise LlmttError(
+            f"{name} is neither a scenario of {root} nor a run folder in "
+            f"{root / config.paths.results}{nearest(name, names)} (`llmtt scenarios` lists them)"
+        )
+    scenario = project.scenario(name)
+    spec = scenario.spec
+    runs = build_plan(project, Selection(scenarios=(name,))).runs
+    target = project.target_for(scenario)
+    print(f"scenario {name} ({_shown_path(root, scenario.path)})")
+    if spec.description.strip():
+        print(f"  description: {' '.join(spec.description.split())}")
+    print(f"  tags: {', '.join(spec.tags) or '-'}; tier {spec.tier}; expect {spec.expect}")
+    print(f"  target: {target.binary or '-'} (command pattern {target.effective_pattern()})")
+    first = runs[0]
+    cost = f"${spec.cost.max_usd:g}" if spec.cost.max_usd is not None else "no limit"
+    print(f"  limits: {first.timeout_secs:g} s, {first.max_turns} turns, cost {cost}")
+    print(f"  fixture: {scenario.fixture_dir or '-'}; solution: {len(spec.solution)} commands")
+    print(f"  runs ({len(runs)}, with the default matrix):")
+    for run in runs:
+        print(f"    {run.run_id}  (agent {run.agent} {run.agent_version})")
+    gates = spec.evaluation.gates
+    print(f"  gates ({len(gates)}):")
+    for index, gate in enumerate(gates, start=1):
+        said = gate.description or " ".join(
+            f"{k}={v}" for k, v in gate.model_dump(exclude_defaults=True).items() if k != "type"
+        )
+        print(f"    {index}. {gate.type}: {said}")
+    evaluators = spec.evaluation.evaluators
+    if evaluators:
+        print("  evaluators: " + ", ".join(e.type for e in evaluators))
+    judge = first.judge
+    if judge is not None:
+        print(f"  judge: {judge.model}, rubric {judge.rubric}, pass at {judge.threshold:g}")
+    return 0
+
+
+def _show_run(folder: Path, run_id: str) -> int:
+    from llmtt.atomic import read_json
+
+    result = folder / "result.json"
+    if not result.is_file():
+        print(f"run {run_id}: not evaluated yet (`doit run` carries it on)\n  files: {folder}")
+        return 0
+    record = read_json(result)
+    # The verdict against the scenario's `expect` is the reports' (report.json), when there.
+    report = folder.parents[2] / "report.json"
+    rows = read_json(report).get("runs", []) if report.is_file() else []
+    verdicts = [r.get("verdict") for r in rows if r.get("run_id") == run_id]
+    print(f"run {run_id}: {verdicts[0] if verdicts and verdicts[0] else record['outcome']}")
+    print(f"  reason: {record['outcome_reason']}")
+    gates_file = folder / "gates.json"
+    gates = read_json(gates_file)["gates"] if gates_file.is_file() else []
+    print(f"  gates: {record.get('gates_passed')}/{record.get('gates_total')} passed")
+    for gate in gates:
+        mark = "pass" if gate["passed"] else "FAIL"
+        print(f"    {gate['index']}. {mark} {gate['type']}: {gate.get('message', '')}")
+    metrics = record.get("metrics") or {}
+    shown = ("turns", "total_commands", "error_count", "help_invocations")
+    print("  metrics: " + ", ".join(f"{k} {metrics.get(k, 'n/a')}" for k in shown))
+    cost = record.get("cost_usd")
+    print(
+        f"  cost: {'unknown' if cost is None else f'${cost:g}'}; "
+        f"duration {record.get('duration_secs')} s; "
+        f"judge {(record.get('judge') or {}).get('weighted_score', 'none')}"
+    )
+    print(f"  files: {folder} (evaluation.md, events.jsonl, workspace/, ...)")
+    return 0
+
+
+_AGE = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _age(text: str) -> float:
+    """`7d`, `12h`, `30m`, `2w` or `45s` as seconds."""
+    number, unit = text[:-1], text[-1:]
+    if unit not in _AGE or not number.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: write a whole number and s, m, h, d or w")
+    return int(number) * _AGE[unit]
+
+
+def _clean(root: Path, older_than: float | None, yes: bool) -> int:
+    import shutil
+    import time
+
+    from llmtt.project import load_project
+
+    # Loading the whole project (not just llmtt.toml): a scenario whose file is broken is still
+    # a scenario, and its results are not pruned as those of a deleted one.
+    project = load_project(root)
+    results = project.results_dir.resolve()
+    names = {s.name for s in project.scenarios}
+    doomed: list[tuple[Path, str]] = []
+    if results.is_dir():
+        for folder in sorted(results.iterdir()):
+            if folder.name.startswith(".") or folder.is_symlink() or not folder.is_dir():
+                continue
+            if folder.name not in names:
+                doomed.append((folder, "its scenario no longer exists"))
+            elif older_than is not None:
+                cutoff = time.time() - older_than
+                for run in sorted(folder.glob("*/*/run.json")):
+                    last = max(p.stat().st_mtime for p in run.parent.glob("*.json"))
+                    if last < cutoff:
+                        doomed.append((run.parent, f"last written {_ago(time.time() - last)}"))
+    total = 0
+    for folder, why in doomed:
+        assert folder.resolve().is_relative_to(results) and folder.resolve() != results
+        size = _size(folder)
+        total += size
+        print(f"{'removed' if yes else 'would remove'} {folder} ({_bytes(size)}; {why})")
+        if yes:
+            shutil.rmtree(folder)
+            for parent in (folder.parent, folder.parent.parent):
+                if parent.resolve() != results and parent.is_dir() and not any(parent.iterdir()):
+                    parent.rmdir()
+    if not doomed:
+        print(f"nothing to remove in {results}")
+    elif yes:
+        print(f"freed {_bytes(total)} in {len(doomed)} folders; `doit run` runs them again")
+    else:
+        print(f"{_bytes(total)} in {len(doomed)} folders would be freed: pass --yes to remove")
+    return 0
+
+
+def _size(folder: Path) -> int:
+    return sum(p.lstat().st_size for p in folder.rglob("*") if not p.is_dir() or p.is_symlink())
+
+
+def _bytes(size: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return ""
+
+
+def _ago(secs: float) -> str:
+    return f"{secs / 86400:.1f} days ago" if secs >= 86400 else f"{secs / 3600:.1f} hours ago"
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from llmtt import __version__
 from llmtt.errors import LlmttError
 
 # One line for each doit variable (llmtt.selection.VARIABLES; a test keeps the two in step).
@@ -33,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="The runs themselves are doit's: `doit run`, `doit list --status`, `doit info "
         f"RUN`.\nVariables of doit commands (comma lists allowed):\n{variables}",
     )
+    parser.add_argument("--version", action="version", version=f"llmtt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, help: str, example: str) -> argparse.ArgumentParser:
@@ -47,6 +49,16 @@ def _parser() -> argparse.ArgumentParser:
     def project(p: argparse.ArgumentParser) -> None:
         p.add_argument("project", nargs="?", default=".", type=Path, help="(default: .)")
 
+    init = command(
+        "init",
+        "write a first project (llmtt.toml, dodo.py, a scenario, a rubric) for your tool",
+        "llmtt init --target mytool",
+    )
+    init.add_argument("folder", nargs="?", default=".", type=Path, help="(default: .)")
+    init.add_argument(
+        "--target", default="git", help="your tool's executable, on PATH or a path (default: git)"
+    )
+    init.add_argument("--force", action="store_true", help="replace files that exist")
     project(command("validate", "check llmtt.toml, every scenario and rubric", "llmtt validate"))
     scenarios = command(
         "scenarios",
@@ -185,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
             return _estimate(args)
         if args.command == "import":
             return _import(args)
+        if args.command == "init":
+            return _init(args)
         if args.command == "scripted-server":
             return _scripted_server(args.scenario, args.port, args.log)
         return _schema(args.out)
@@ -193,6 +207,24 @@ def main(argv: list[str] | None = None) -> int:
 
         print(console(f"llmtt: {exc}"), file=sys.stderr)
         return 2
+
+
+def _init(args: argparse.Namespace) -> int:
+    from llmtt.scaffold import init_project
+
+    made = init_project(args.folder, args.target, force=args.force)
+    for path in made.written:
+        print(f"wrote {path}")
+    about = f"its `{made.subcommand}` command" if made.subcommand else "its --help"
+    where = "" if args.folder == Path(".") else f"cd {args.folder} && "
+    print(
+        f"\nThe first scenario asks an agent about {about}. Next:\n"
+        f"  {where}llmtt validate          # check every file\n"
+        f"  {where}doit run                # the oracle plays the reference solution\n"
+        f"  {where}doit run agent=claude-code model=scripted   # a real agent CLI, free "
+        "(needs `scripts/setup test` or npm)"
+    )
+    return 0
 
 
 def _import(args: argparse.Namespace) -> int:

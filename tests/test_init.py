@@ -1,0 +1,91 @@
+"""`llmtt init`: from an empty folder to a passing first scenario for the user's own tool, with
+`--version`, the subcommand picked from the tool's `--help`, and nothing overwritten."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import BIN, DOIT
+
+from llmtt import __version__
+from llmtt.scaffold import pick_subcommand
+
+CLICK = """\
+Usage: tool [OPTIONS] COMMAND [ARGS]...
+
+Options:
+  --help  Show this message and exit.
+
+Commands:
+  query*      Run a query
+  add-column  Add a column
+"""
+COBRA = """\
+Usage:
+  tool [command]
+
+Available Commands:
+  completion  Generate the autocompletion script
+  help        Help about any command
+  serve       Serve the site
+"""
+CLAP = """\
+Usage: tool <COMMAND>
+
+Commands:
+  help   Print this message
+  build  Build the project
+
+Options:
+  -h, --help  Print help
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [(CLICK, "query"), (COBRA, "serve"), (CLAP, "build"), ("usage: tool [-h] FILE\n", None)],
+)
+def test_the_first_real_subcommand_is_picked_from_help(text: str, expected: str | None) -> None:
+    assert pick_subcommand(text) == expected
+
+
+def _llmtt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "llmtt"), *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_an_empty_folder_gets_a_passing_first_scenario_for_the_users_tool(tmp_path: Path) -> None:
+    assert _llmtt("--version", cwd=tmp_path).stdout.strip() == f"llmtt {__version__}"
+    tool = str(BIN / "sqlite-utils")  # a real third-party CLI (click), as a user's own tool
+    made = _llmtt("init", "--target", tool, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert "asks an agent about its `query` command" in made.stdout
+    assert "doit run agent=claude-code model=scripted" in made.stdout
+    scenario = (tmp_path / "scenarios/first.yaml").read_text()
+    assert f"  - {tool} query --help > help.txt" in scenario
+    assert (tmp_path / ".gitignore").read_text().splitlines() == [
+        "llm-tool-test-results/",
+        "node_modules/",
+        ".venv/",
+    ]
+    assert _llmtt("validate", cwd=tmp_path).returncode == 0
+    run = subprocess.run([DOIT, "run"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "llmtt: 1 runs: 1 passed, 0 failed" in run.stdout
+    again = _llmtt("init", "--target", tool, cwd=tmp_path)
+    assert again.returncode == 2
+    assert "already has llmtt.toml, dodo.py" in again.stderr
+    assert "nothing was written" in again.stderr
+
+
+def test_a_target_that_is_not_installed_is_one_clear_line(tmp_path: Path) -> None:
+    done = _llmtt("init", "--target", "no-such-tool-8813", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "llmtt: --target 'no-such-tool-8813' is not an executable on PATH; install it, or give "
+        "its path"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,10 +30,15 @@ class EvaluatorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class ModelEvaluatorConfig(EvaluatorConfig):
+class OneCriterionConfig(EvaluatorConfig):
+    """A config that names the one criterion its evaluator scores."""
+
+    criterion: str = Field(min_length=1, description="The criterion this evaluator scores.")
+
+
+class ModelEvaluatorConfig(OneCriterionConfig):
     """Base of the config of an evaluator that calls a model: the criterion and the model."""
 
-    criterion: str = Field(min_length=1, description="The criterion it scores.")
     model: str | None = Field(
         None,
         description="A [models.X] name or litellm's name; default: [judge] model, else "
@@ -209,3 +214,39 @@ def pass_fail(passed: bool, scale: str) -> Score:
     if scale == "string":
         return "pass" if passed else "fail"
     return passed
+
+
+ConfigT = TypeVar("ConfigT", bound=OneCriterionConfig)
+
+
+class OneCriterionEvaluator(Evaluator, Generic[ConfigT]):
+    """An evaluator whose config names one criterion: it scores that one (`score`) when it is
+    among the criteria given, and nothing else. `settings` is the config, typed."""
+
+    def __init__(self, config: EvaluatorConfig) -> None:
+        if not isinstance(config, self.Config):
+            raise TypeError(
+                f"{type(self).__name__} takes a {self.Config.__name__}, "
+                f"not a {type(config).__name__}"
+            )
+        super().__init__(config)
+        self.settings = cast(ConfigT, config)
+
+    def evaluate(
+        self, input: EvaluationInput, criteria: Sequence[Criterion]
+    ) -> list[EvaluationResult]:
+        return [self.score(input, c) for c in self.owned(criteria, [self.settings.criterion])]
+
+    @abstractmethod
+    def score(self, input: EvaluationInput, criterion: Criterion) -> EvaluationResult:
+        """The result for `criterion`, the one the config names."""
+
+    def failure(self, criterion: Criterion, reasoning: str, error: str) -> EvaluationResult:
+        """A failing score on the criterion's scale, with `error` set."""
+        return EvaluationResult(
+            criterion.name,
+            pass_fail(False, criterion.scale),
+            self.type,
+            reasoning=reasoning,
+            error=error,
+        )

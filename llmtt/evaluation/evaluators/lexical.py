@@ -19,10 +19,9 @@ differ slightly when that count is odd.
 from __future__ import annotations
 
 import re
-from abc import abstractmethod
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Generic, Literal, TypeVar, cast
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -30,8 +29,8 @@ from llmtt.evaluation.evaluators.base import (
     Criterion,
     EvaluationInput,
     EvaluationResult,
-    Evaluator,
-    EvaluatorConfig,
+    OneCriterionConfig,
+    OneCriterionEvaluator,
     Score,
     pass_fail,
 )
@@ -150,48 +149,6 @@ def check_not_blank(items: Sequence[str], what: str) -> None:
     blank = next((i for i, item in enumerate(items) if not item.strip()), None)
     if blank is not None:
         raise ValueError(f"{what} must not be blank (index {blank})")
-
-
-class OneCriterionConfig(EvaluatorConfig):
-    """A config that names the one criterion its evaluator scores."""
-
-    criterion: str = Field(min_length=1, description="The criterion this evaluator scores.")
-
-
-ConfigT = TypeVar("ConfigT", bound=OneCriterionConfig)
-
-
-class OneCriterionEvaluator(Evaluator, Generic[ConfigT]):
-    """An evaluator whose config names one criterion: it scores that one (`score`) when it is
-    among the criteria given, and nothing else. `settings` is the config, typed."""
-
-    def __init__(self, config: EvaluatorConfig) -> None:
-        if not isinstance(config, self.Config):
-            raise TypeError(
-                f"{type(self).__name__} takes a {self.Config.__name__}, "
-                f"not a {type(config).__name__}"
-            )
-        super().__init__(config)
-        self.settings = cast(ConfigT, config)
-
-    def evaluate(
-        self, input: EvaluationInput, criteria: Sequence[Criterion]
-    ) -> list[EvaluationResult]:
-        return [self.score(input, c) for c in self.owned(criteria, [self.settings.criterion])]
-
-    @abstractmethod
-    def score(self, input: EvaluationInput, criterion: Criterion) -> EvaluationResult:
-        """The result for `criterion`, the one the config names."""
-
-    def failure(self, criterion: Criterion, reasoning: str, error: str) -> EvaluationResult:
-        """A failing score on the criterion's scale, with `error` set."""
-        return EvaluationResult(
-            criterion.name,
-            pass_fail(False, criterion.scale),
-            self.type,
-            reasoning=reasoning,
-            error=error,
-        )
 
 
 # ---------------------------------------------------------------------------------------------

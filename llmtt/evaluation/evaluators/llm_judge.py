@@ -22,8 +22,8 @@ from llmtt.evaluation.evaluators.base import (
     Criterion,
     EvaluationInput,
     EvaluationResult,
-    Evaluator,
     ModelEvaluatorConfig,
+    OneCriterionEvaluator,
     Score,
 )
 from llmtt.evaluation.evaluators.lexical import field_value
@@ -70,7 +70,7 @@ class LlmJudgeConfig(ModelEvaluatorConfig):
     timeout_secs: float = Field(120, gt=0, description="Limit of one request.")
 
 
-class LlmJudgeEvaluator(Evaluator):
+class LlmJudgeEvaluator(OneCriterionEvaluator[LlmJudgeConfig]):
     """One model request (two when the answer needs repair) per owned criterion."""
 
     type = "llm_judge"
@@ -80,7 +80,7 @@ class LlmJudgeEvaluator(Evaluator):
     def cost_hold(self, input: EvaluationInput, criteria: Sequence[Criterion]) -> float:
         """The prompt asked twice with the longest answers, per owned criterion."""
         assert self.model is not None
-        config = self._config()
+        config = self.settings
         total = 0.0
         for criterion in self.owned(criteria, [config.criterion]):
             prompt = fill(config.prompt_template, input, criterion)
@@ -88,19 +88,9 @@ class LlmJudgeEvaluator(Evaluator):
             total += self.model.cost(tokens + MAX_ANSWER_TOKENS, 2 * MAX_ANSWER_TOKENS) or 0.0
         return total
 
-    def evaluate(
-        self, input: EvaluationInput, criteria: Sequence[Criterion]
-    ) -> list[EvaluationResult]:
+    def score(self, input: EvaluationInput, criterion: Criterion) -> EvaluationResult:
         """Ask, check the score against the scale, repair once."""
-        config = self._config()
-        return [self._grade(input, c) for c in self.owned(criteria, [config.criterion])]
-
-    def _config(self) -> LlmJudgeConfig:
-        assert isinstance(self.config, LlmJudgeConfig)
-        return self.config
-
-    def _grade(self, input: EvaluationInput, criterion: Criterion) -> EvaluationResult:
-        config = self._config()
+        config = self.settings
         assert self.model is not None
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": config.system_prompt},

@@ -18,8 +18,8 @@ from llmtt.evaluation.evaluators.base import (
     Criterion,
     EvaluationInput,
     EvaluationResult,
-    Evaluator,
     ModelEvaluatorConfig,
+    OneCriterionEvaluator,
     pass_fail,
 )
 from llmtt.evaluation.evaluators.lexical import TextField, field_text, no_text
@@ -41,65 +41,46 @@ class NlpAccuracyConfig(ModelEvaluatorConfig):
     timeout_secs: float = Field(60, gt=0, description="Limit of the embedding request.")
 
 
-class NlpAccuracyEvaluator(Evaluator):
+class NlpAccuracyEvaluator(OneCriterionEvaluator[NlpAccuracyConfig]):
     """One embedding request (both texts) per owned criterion."""
 
     type = "nlp_accuracy"
     Config = NlpAccuracyConfig
     calls_model = True
 
-    def _config(self) -> NlpAccuracyConfig:
-        assert isinstance(self.config, NlpAccuracyConfig)
-        return self.config
-
     def cost_hold(self, input: EvaluationInput, criteria: Sequence[Criterion]) -> float:
         """Both texts' tokens at the model's input price (two characters a token: generous)."""
         assert self.model is not None
-        config = self._config()
+        config = self.settings
         texts = [field_text(input, config.source) or "", field_text(input, config.reference) or ""]
         tokens = sum(len(t) // 2 + 10 for t in texts)
         count = len(self.owned(criteria, [config.criterion]))
         return count * (self.model.cost(tokens, 0) or 0.0)
 
-    def evaluate(
-        self, input: EvaluationInput, criteria: Sequence[Criterion]
-    ) -> list[EvaluationResult]:
+    def score(self, input: EvaluationInput, criterion: Criterion) -> EvaluationResult:
         """Embed both texts, compare."""
-        config = self._config()
-        out = []
-        for criterion in self.owned(criteria, [config.criterion]):
-            missing = [
-                no_text(input, name)
-                for name in (config.source, config.reference)
-                if field_text(input, name) is None
-            ]
-            if missing:
-                failed = pass_fail(False, criterion.scale)
-                out.append(EvaluationResult(criterion.name, failed, self.type, error=missing[0]))
-                continue
-            source = field_text(input, config.source) or ""
-            reference = field_text(input, config.reference) or ""
-            similarity = cosine(*self._embed([source, reference]))
-            reasoning = f"Cosine similarity: {similarity:.4f}."
-            score: Any = similarity
-            if config.similarity_threshold is not None and criterion.scale in (
-                "binary",
-                "pass/fail",
-            ):
-                passed = similarity >= config.similarity_threshold
-                score = pass_fail(passed, criterion.scale)
-                verdict = ">=" if passed else "<"
-                reasoning += f" {verdict} threshold {config.similarity_threshold:g}."
-            out.append(
-                EvaluationResult(
-                    criterion.name,
-                    score,
-                    self.type,
-                    reasoning=reasoning,
-                    metadata={"similarity": similarity, "model": self.model and self.model.name},
-                )
+        config = self.settings
+        source = field_text(input, config.source)
+        reference = field_text(input, config.reference)
+        if source is None or reference is None:
+            return self.failure(
+                criterion, "", no_text(input, config.source if source is None else config.reference)
             )
-        return out
+        similarity = cosine(*self._embed([source, reference]))
+        reasoning = f"Cosine similarity: {similarity:.4f}."
+        score: Any = similarity
+        if config.similarity_threshold is not None and criterion.scale in ("binary", "pass/fail"):
+            passed = similarity >= config.similarity_threshold
+            score = pass_fail(passed, criterion.scale)
+            verdict = ">=" if passed else "<"
+            reasoning += f" {verdict} threshold {config.similarity_threshold:g}."
+        return EvaluationResult(
+            criterion.name,
+            score,
+            self.type,
+            reasoning=reasoning,
+            metadata={"similarity": similarity, "model": self.model and self.model.name},
+        )
 
     def _embed(self, texts: list[str]) -> tuple[list[float], list[float]]:
         assert self.model is not None
@@ -109,7 +90,7 @@ class NlpAccuracyEvaluator(Evaluator):
             input=texts,
             api_base=self.model.api_base,
             api_key=self.model.api_key,
-            timeout=self._config().timeout_secs,
+            timeout=self.settings.timeout_secs,
         )
         usage = getattr(response, "usage", None)
         self.spent(self.model.cost(int(getattr(usage, "prompt_tokens", 0) or 0), 0))

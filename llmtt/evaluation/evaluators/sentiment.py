@@ -21,13 +21,13 @@ from llmtt.evaluation.evaluators.base import (
     Criterion,
     EvaluationInput,
     EvaluationResult,
+    OneCriterionConfig,
+    OneCriterionEvaluator,
     Score,
 )
 from llmtt.evaluation.evaluators.lexical import (
     FIELD_HELP,
     PASS_THRESHOLD_HELP,
-    OneCriterionConfig,
-    OneCriterionEvaluator,
     TextField,
     field_text,
     fraction_score,

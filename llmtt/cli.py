@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -134,6 +135,19 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("a", help="a report.json, a results folder, or a variant")
     compare.add_argument("b", help="the same kind as a")
     compare.add_argument("--project", default=".", type=Path, help="(default: .)")
+    _agents_parsers(
+        command(
+            "agents",
+            "list the agent CLIs llmtt pins and where it finds them, or install them",
+            "llmtt agents install opencode; llmtt agents",
+        )
+    )
+    command(
+        "doit",
+        "run doit with llmtt's Python (for pipx or uv tool installs, which put only `llmtt` on "
+        "PATH): `llmtt doit run` is `doit run`",
+        "llmtt doit run agent=oracle; llmtt doit list --status",
+    )
     _import_parsers(
         command(
             "import",
@@ -142,6 +156,31 @@ def _parser() -> argparse.ArgumentParser:
         )
     )
     return parser
+
+
+def _agents_parsers(parent: argparse.ArgumentParser) -> None:
+    parent.add_argument("--project", default=".", type=Path, help="(default: .)")
+    actions = parent.add_subparsers(dest="action")
+    install = actions.add_parser(
+        "install",
+        help="install the pinned agent CLIs with npm (all three: about 1 GB)",
+        description="Install the pinned versions of the agent CLIs with npm, where every llmtt "
+        "project of this user finds them (or only this project, with --project). "
+        "Example: llmtt agents install claude-code opencode",
+    )
+    install.add_argument(
+        "names", nargs="*", metavar="AGENT", help="claude-code, opencode, codex (default: all)"
+    )
+    where = install.add_mutually_exclusive_group()
+    where.add_argument(
+        "--project",
+        dest="into_project",
+        action="store_true",
+        help="into the project's .llmtt/agents (default: the user's agents folder)",
+    )
+    where.add_argument(
+        "--dir", type=Path, help="into this folder (then point LLMTT_AGENTS_DIR at it)"
+    )
 
 
 def _import_parsers(parent: argparse.ArgumentParser) -> None:
@@ -176,6 +215,10 @@ def _import_parsers(parent: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; a user's mistake becomes a message and exit code 2, never a traceback."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["doit"]:
+        # Exec, so doit's signals, output and exit code are the user's own.
+        os.execv(sys.executable, [sys.executable, "-m", "doit", *argv[1:]])
     parser = _parser()
     args = parser.parse_args(argv)
     try:
@@ -195,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
             return _compare(args.project, args.a, args.b)
         if args.command == "estimate":
             return _estimate(args)
+        if args.command == "agents":
+            return _agents(args)
         if args.command == "import":
             return _import(args)
         if args.command == "init":
@@ -221,9 +266,63 @@ def _init(args: argparse.Namespace) -> int:
         f"\nThe first scenario asks an agent about {about}. Next:\n"
         f"  {where}llmtt validate          # check every file\n"
         f"  {where}doit run                # the oracle plays the reference solution\n"
-        f"  {where}doit run agent=claude-code model=scripted   # a real agent CLI, free "
-        "(needs `scripts/setup test` or npm)"
+        f"  {where}llmtt agents install claude-code && doit run agent=claude-code "
+        "model=scripted   # a real agent CLI, free"
     )
+    return 0
+
+
+def _agents(args: argparse.Namespace) -> int:
+    from llmtt.agents import install
+
+    root = args.project.resolve()
+    if args.action == "install":
+        dest = args.dir or (install.project_dir(root) if args.into_project else install.user_dir())
+        names = args.names or list(install.CLI_AGENTS)
+        unknown = [n for n in names if n not in install.CLI_AGENTS]
+        if unknown:
+            raise LlmttError(
+                f"agents install: unknown agent {unknown[0]!r}; installable: "
+                f"{', '.join(install.CLI_AGENTS)}"
+            )
+        for name in names:
+            print(f"installing {install.pinned(name)} into {dest / name}", flush=True)
+            found = install.install(name, dest)
+            print(f"  {name}: {', '.join(sorted(p.name for p in found.iterdir()))} in {found}")
+        if args.dir and install.user_dir() != args.dir:
+            print(f"llmtt finds them there with LLMTT_AGENTS_DIR={args.dir}")
+        return 0
+    return _list_agents(root)
+
+
+def _list_agents(root: Path) -> int:
+    from llmtt.agents import install
+    from llmtt.agents.cli import CliAgent
+    from llmtt.agents.registry import agent_class
+    from llmtt.config import AgentSettings
+
+    settings: dict[str, AgentSettings] = {}
+    if (root / "llmtt.toml").is_file():
+        from llmtt.project import load_project
+
+        settings = load_project(root).config.agents
+    print(f"{'agent':<12} {'pinned':<36} found")
+    for name in install.CLI_AGENTS:
+        agent = agent_class(name)(settings.get(name) or AgentSettings(), root)
+        assert isinstance(agent, CliAgent)
+        exe = agent.executable()
+        if exe is None:
+            found = f"not installed: llmtt agents install {name}"
+        else:
+            origin = (
+                "llmtt.toml" if agent.settings.executable else install.where_found(root, name, exe)
+            )
+            version = install.version_of(exe)
+            found = f"{version} ({origin}: {exe})"
+            if agent.package.rpartition("@")[2] not in version:
+                found += ", not the pinned version"
+        print(f"{name:<12} {agent.package:<36} {found}")
+    print(f"user agents folder: {install.user_dir()}")
     return 0
 
 

@@ -21,7 +21,7 @@ from llmtt.errors import LlmttError
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _SUBCOMMAND = re.compile(r"^\s{1,8}([a-z][a-z0-9-]{1,30})\*?(?:,\s*[a-z][\w-]*)*(?:\s{2,}|\s*$)")
 _SECTION = re.compile(r"^\s*(?:available\s+)?(?:sub)?commands?\s*:?\s*$", re.IGNORECASE)
-GITIGNORE = ("llm-tool-test-results/", "node_modules/", ".venv/")
+GITIGNORE = ("llm-tool-test-results/", ".llmtt/", "node_modules/", ".venv/")
 
 
 @dataclass(frozen=True)

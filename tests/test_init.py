@@ -68,6 +68,7 @@ def test_an_empty_folder_gets_a_passing_first_scenario_for_the_users_tool(tmp_pa
     assert f"  - {tool} query --help > help.txt" in scenario
     assert (tmp_path / ".gitignore").read_text().splitlines() == [
         "llm-tool-test-results/",
+        ".llmtt/",
         "node_modules/",
         ".venv/",
     ]

@@ -8,6 +8,7 @@ from typing import Any
 
 from llmtt.agents.base import RunContext
 from llmtt.agents.cli import CliAgent, Pricing, StreamParser, Tokens, figure
+from llmtt.agents.install import pinned
 from llmtt.events import EventWriter
 
 _EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (\d+)\b")
@@ -169,7 +170,7 @@ class ClaudeCodeAgent(CliAgent):
 
     name = "claude-code"
     executable_name = "claude"
-    package = "@anthropic-ai/claude-code@2.1.197"
+    package = pinned("claude-code")
     key_env = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
     own_turn_limit = True  # --max-turns
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from llmtt import inputs
 from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
+from llmtt.agents.install import places
 from llmtt.agents.runner import run_in_pty
 from llmtt.config import ModelSpec
 from llmtt.events import EventWriter
@@ -296,19 +297,20 @@ class CliAgent(Agent):
     own_turn_limit = False  # the CLI stops itself at ctx.max_turns (llmtt passes its flag)
 
     def executable(self) -> str | None:
-        """The configured binary, else one on PATH, else the project's node_modules/.bin."""
+        """The configured binary, else the first found where llmtt installs agents, else PATH
+        (the order is in llmtt/agents/install.py)."""
         configured = self.settings.executable
         if configured:
             path = Path(configured).expanduser()
             path = path if path.is_absolute() else self.project_root / path
             inputs.note_file(path)
             return str(path) if path.is_file() and os.access(path, os.X_OK) else None
-        found = inputs.which(self.executable_name, tool_path())
-        if found:
-            return found
-        local = self.project_root / "node_modules" / ".bin" / self.executable_name
-        inputs.note_file(local)
-        return str(local) if local.exists() else None
+        for place in places(self.project_root, self.name):
+            local = place.bin / self.executable_name
+            inputs.note_file(local)
+            if local.is_file() and os.access(local, os.X_OK):
+                return str(local)
+        return inputs.which(self.executable_name, tool_path())
 
     def version(self, probe: VersionProbe) -> str:
         """`<binary> --version`, through the cache."""
@@ -327,9 +329,9 @@ class CliAgent(Agent):
                     f"is not an executable file"
                 )
             return (
-                f"{self.name} is not installed: run `npm install {self.package}` in the project "
-                f"(or `npm ci` with llmtt's package.json), or set [agents.{self.name}] "
-                f"executable in llmtt.toml"
+                f"{self.name} is not installed: run `llmtt agents install {self.name}` (the "
+                f"pinned {self.package}, for every project of this user), or set "
+                f"[agents.{self.name}] executable in llmtt.toml"
             )
         keys = self.key_variables(model)
         if keys and not any(os.environ.get(k) or self.settings.env.get(k) for k in keys):

@@ -31,6 +31,7 @@ from llmtt.agents.cli import (
     figure,
     unwrap_shell,
 )
+from llmtt.agents.install import pinned
 from llmtt.events import EventWriter
 
 PROVIDER = "llmtt"
@@ -292,7 +293,7 @@ class CodexAgent(CliAgent):
 
     name = "codex"
     executable_name = "codex"
-    package = "@openai/codex@0.169.0"
+    package = pinned("codex")
     key_env = ("OPENAI_API_KEY", "CODEX_API_KEY")
 
     def command(self, ctx: RunContext, exe: str) -> tuple[list[str], dict[str, str]]:

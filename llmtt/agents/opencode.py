@@ -7,6 +7,7 @@ from typing import Any
 
 from llmtt.agents.base import RunContext
 from llmtt.agents.cli import CliAgent, Pricing, StreamParser, Tokens, figure
+from llmtt.agents.install import pinned
 from llmtt.events import EventWriter
 
 PROVIDER = "llmtt"
@@ -137,7 +138,7 @@ class OpencodeAgent(CliAgent):
 
     name = "opencode"
     executable_name = "opencode"
-    package = "opencode-ai@1.18.33"
+    package = pinned("opencode")
 
     def provider_keys(self, model_id: str) -> tuple[str, ...]:
         """The key variable of the provider named in `provider/model`; none for a provider

@@ -116,3 +116,43 @@ def test_readme_commands_take_an_empty_folder_to_a_passing_first_scenario(
     assert done.stdout.strip().splitlines()[-1] == str(site)
     assert "not installed: llmtt agents install claude-code" in done.stdout
     assert (folder / "llm-tool-test-results/first/oracle/r1/evaluation.md").is_file()
+
+
+def test_a_uv_tool_install_runs_a_suite_through_llmtt_doit(wheel: Path, tmp_path: Path) -> None:
+    """`uv tool install` puts only `llmtt` on PATH; `llmtt doit run` is then the way in."""
+    home = tmp_path / "home"
+    env = {
+        "HOME": str(home),
+        "PATH": "/usr/bin:/bin",
+        "UV_TOOL_DIR": str(home / "tools"),
+        "UV_TOOL_BIN_DIR": str(home / "bin"),
+        "UV_CACHE_DIR": str(home / "uv-cache"),
+    }
+    installed = subprocess.run(
+        [
+            str(BIN / "uv"),
+            "tool",
+            "install",
+            "--offline",
+            "--no-index",
+            "--find-links",
+            str(WHEELHOUSE),
+            str(wheel),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert installed.returncode == 0, installed.stderr
+    assert sorted(p.name for p in (home / "bin").iterdir()) == ["llmtt"]
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    llmtt = str(home / "bin" / "llmtt")
+    script = f"{llmtt} init --target git\n{llmtt} doit run\n{llmtt} doit list --status"
+    done = subprocess.run(
+        ["bash", "-euc", script], cwd=folder, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "llmtt: 1 runs: 1 passed, 0 failed" in done.stdout
+    assert "U first/oracle/r1" in done.stdout  # up to date after the run

@@ -107,6 +107,24 @@ Event = Annotated[
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 
+# The longest text an event keeps (a tool's output, a message, a line the agent printed): past
+# it, the head and the tail stay with a marker between them. A command printing 100 MB then
+# costs the harness no more memory or time than one printing 1 MB; the raw transcript keeps
+# what the agent's own stream carried.
+MAX_TEXT = 1_000_000
+_CLIPPED = {"tool_result": "output", "output": "text", "message": "text"}
+
+
+def clip(text: str, limit: int = MAX_TEXT) -> str:
+    """`text`, or its first and last `limit // 2` characters around a marker saying how many
+    were cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    cut = len(text) - 2 * half
+    return f"{text[:half]}\n[... {cut} characters cut by llmtt ...]\n{text[-half:]}"
+
+
 class EventWriter:
     """Appends events to a file, one JSON line each, flushed as they happen.
 
@@ -122,6 +140,9 @@ class EventWriter:
     def emit(self, event: str, **fields: Any) -> None:
         """Write one event now."""
         record = {"ts": round(time.time(), 3), "event": event, **fields}
+        field = _CLIPPED.get(event)
+        if field is not None and isinstance(record.get(field), str):
+            record[field] = clip(record[field])
         if self._redact:
             record = self._redact.value(record)
         self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")

@@ -202,4 +202,5 @@ def code_signature() -> list[Any]:
                 path = os.path.join(dirpath, name)
                 files.append([path, inputs.signature(path)])
     site = [[p, inputs.signature(p)] for p in sys.path if p.endswith(("-packages", "-packages/"))]
-    return [__version__, sys.version, os.path.abspath(sys.executable), files, site]
+    # realpath: `doit`, `python -m doit` and `python3 -m doit` are one interpreter, one plan.
+    return [__version__, sys.version, os.path.realpath(sys.executable), files, site]

@@ -312,3 +312,26 @@ def test_an_unwritable_cache_folder_only_costs_speed(demo: Project) -> None:
     spec, built = plancache.load(demo.root, Selection())
     assert built is not None and spec == full(demo.root, Selection())
     assert plancache.load(demo.root, Selection())[1] is not None
+
+
+def test_doit_and_python_m_doit_share_one_cached_plan(demo: Project) -> None:
+    """The interpreter is keyed by its real path: `doit`, `python -m doit` and `python3 -m doit`
+    of one virtualenv do not invalidate each other's plan."""
+    (demo.root / "scenarios/judged.yaml").unlink()
+    settle(demo.root)
+    assert demo.doit("run").code == 0
+    where = plancache.cache_file(demo.root, Selection())
+    assert where is not None and where.is_file()
+    written = where.stat().st_mtime_ns
+    bin_dir = Path(sys.executable).parent
+    for python in ("python", "python3"):
+        assert (bin_dir / python).exists()
+        done = subprocess.run(
+            [str(bin_dir / python), "-m", "doit", "run"],
+            cwd=demo.root,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert where.stat().st_mtime_ns == written, f"{python} -m doit rebuilt the plan"

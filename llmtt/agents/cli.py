@@ -260,20 +260,32 @@ class LineBuffer:
 
     def __init__(self, parser: StreamParser) -> None:
         self._parser = parser
-        self._pending = b""
+        # The unterminated line's pieces: a long line is joined once, when it ends, and only
+        # the new piece is searched for its end (linear in the line, not quadratic).
+        self._pending: list[bytes] = []
 
     def feed(self, data: bytes) -> None:
         """Take a chunk; complete lines go to the parser."""
-        self._pending += data
-        *lines, self._pending = self._pending.split(b"\n")
+        end = data.find(b"\n")
+        if end < 0:
+            if data:
+                self._pending.append(data)
+            return
+        self._pending.append(data[:end])
+        self._send(b"".join(self._pending))
+        *lines, rest = data[end + 1 :].split(b"\n")
         for line in lines:
-            self._parser.line(line.decode("utf-8", errors="replace"))
+            self._send(line)
+        self._pending = [rest] if rest else []
 
     def flush(self) -> None:
         """The last, unterminated line."""
         if self._pending:
-            self._parser.line(self._pending.decode("utf-8", errors="replace"))
-            self._pending = b""
+            self._send(b"".join(self._pending))
+            self._pending = []
+
+    def _send(self, line: bytes) -> None:
+        self._parser.line(line.decode("utf-8", errors="replace"))
 
 
 def unwrap_shell(command: str) -> str:

@@ -22,6 +22,7 @@ from typing import BinaryIO
 
 from ptyprocess import PtyProcess, PtyProcessError
 
+from llmtt.events import MAX_TEXT
 from llmtt.invocation.watchdog import marked
 
 READ_SIZE = 65536
@@ -80,10 +81,10 @@ def run_in_pty(
     _become_subreaper()
     me = os.getpid()
     before = {p.pid: p.start for p in _processes() if p.ppid == me}
-    chunks: list[bytes] = []
+    kept = _Capture(MAX_TEXT)
 
     def take(data: bytes) -> None:
-        chunks.append(data)
+        kept.add(data)
         if transcript is not None:
             transcript.write(data)
             transcript.flush()
@@ -122,8 +123,43 @@ def run_in_pty(
         except PtyProcessError:  # the child survived SIGKILL (stuck in the kernel)
             pass
     exit_code, sig = _status(proc, timed_out or stopped)
-    text = b"".join(chunks).decode("utf-8", errors="replace").replace("\r\n", "\n")
-    return ProcessResult(exit_code, sig, timed_out, time.monotonic() - started, text, stopped)
+    duration = time.monotonic() - started
+    return ProcessResult(exit_code, sig, timed_out, duration, kept.text(), stopped)
+
+
+class _Capture:
+    """What a process printed, in bounded memory: its first and last `limit // 2` bytes and how
+    many were left out between them (all of it reaches the transcript as it arrives)."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = limit // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.size = 0
+
+    def add(self, data: bytes) -> None:
+        self.size += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > 2 * self.half:  # trimmed now and then, not on every chunk
+                del self.tail[: len(self.tail) - self.half]
+
+    def text(self) -> str:
+        """The output decoded, "\\r\\n" made "\\n", with a marker where bytes were left out."""
+        tail = bytes(self.tail[-self.half :]) if self.half else b""
+        cut = self.size - len(self.head) - len(tail)
+        head = _decode(bytes(self.head))
+        if cut <= 0:
+            return _decode(bytes(self.head) + tail)
+        return f"{head}\n[... {cut} bytes of output cut by llmtt ...]\n{_decode(tail)}"
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace").replace("\r\n", "\n")
 
 
 def _executable(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> str:

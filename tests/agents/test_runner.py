@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from llmtt.agents.runner import ProcessResult, run_in_pty
+from llmtt.events import MAX_TEXT
 
 ENV = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
 
@@ -269,12 +270,26 @@ def test_a_forked_worker_catches_setsid_descendants_too(tmp_path: Path) -> None:
         assert os.waitstatus_to_exitcode(status[1]) == 0, "the worker's descendant survived"
 
 
-def test_large_output_is_captured_completely_and_quickly(tmp_path: Path) -> None:
+def test_large_output_reaches_the_transcript_whole_and_the_result_cut(tmp_path: Path) -> None:
+    """All of it is in the transcript; the result keeps the head and the tail (where a failing
+    command says why) around a marker, in bounded memory."""
+    transcript = io.BytesIO()
     started = time.monotonic()
-    result = run("head -c 5000000 /dev/zero | tr '\\0' a", tmp_path, timeout=30)
+    result = run(
+        "head -c 5000000 /dev/zero | tr '\\0' a; echo; echo the end",
+        tmp_path,
+        timeout=30,
+        transcript=transcript,
+    )
     assert time.monotonic() - started < 5
     assert result.exit_code == 0
-    assert len(result.output) == 5_000_000 and set(result.output) == {"a"}
+    assert transcript.getvalue() == b"a" * 5_000_000 + b"\r\nthe end\r\n"
+    half = MAX_TEXT // 2
+    assert result.output.startswith("a" * half + "\n[... ")
+    cut = 5_000_000 + len("\r\nthe end\r\n") - 2 * half
+    assert f"\n[... {cut} bytes of output cut by llmtt ...]\n" in result.output
+    assert result.output.endswith("a\nthe end\n")
+    assert len(result.output) < MAX_TEXT + 100
 
 
 def test_stop_callback_ends_the_run_early(tmp_path: Path) -> None:

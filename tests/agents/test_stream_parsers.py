@@ -35,9 +35,10 @@ from llmtt.agents.cli import (
 )
 from llmtt.agents.codex import CodexStream
 from llmtt.agents.opencode import OpencodeStream
+from llmtt.agents.runner import READ_SIZE
 from llmtt.config import ModelSpec
 from llmtt.evaluation.usage import run_usage
-from llmtt.events import EventWriter, Usage
+from llmtt.events import MAX_TEXT, EventWriter, Usage
 from llmtt.scenario import Scenario
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -103,12 +104,15 @@ def parse(
     pricing: Pricing = SCRIPTED_PRICING,
     home: Path | None = None,
     keep: Any = None,
+    edit: Any = None,
 ) -> tuple[list[dict[str, Any]], StreamParser]:
     """Events from a recording fed as the PTY delivers it (in arbitrary pieces); `keep` filters
-    its lines."""
+    its lines, `edit` changes its bytes."""
     out = io.StringIO()
     parser = make_parser(kind, EventWriter(out), pricing, home)
     raw = (DATA / recording).read_bytes()
+    if edit is not None:
+        raw = edit(raw)
     if keep is not None:
         raw = b"\n".join(line for line in raw.split(b"\n") if keep(line))
     lines = LineBuffer(parser)
@@ -499,3 +503,29 @@ def test_non_json_lines_become_output_and_terminal_codes_are_stripped() -> None:
     assert events[1]["event"] == "message" and events[1]["text"] == "hello"
     assert len(events) == 2
     assert strip_ansi("\x1b]0;title\x07plain") == "plain"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_long_tool_result_line_keeps_its_head_and_tail_in_the_event_log(
+    kind: str, tmp_path: Path
+) -> None:
+    """A 3 MB line, fed in the PTY runner's pieces, is one tool result whose output keeps its
+    first and last MAX_TEXT // 2 characters around a marker; the other events are unchanged."""
+    filler = 3_000_000
+    marker = b"usage: git"
+    events, _ = parse(
+        f"{kind}.transcript.raw.txt",
+        kind,
+        chunk=READ_SIZE,
+        home=tmp_path,
+        edit=lambda raw: raw.replace(marker, marker + b"x" * filler, 1),
+    )
+    normal = parse(f"{kind}.transcript.raw.txt", kind)[0]
+    assert [e["event"] for e in events] == [e["event"] for e in normal]
+    index = next(i for i, e in enumerate(normal) if "usage: git" in e.get("output", ""))
+    whole = normal[index]["output"].replace("usage: git", "usage: git" + "x" * filler, 1)
+    half = MAX_TEXT // 2
+    cut = len(whole) - 2 * half
+    assert events[index]["output"] == (
+        f"{whole[:half]}\n[... {cut} characters cut by llmtt ...]\n{whole[-half:]}"
+    )

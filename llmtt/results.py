@@ -8,10 +8,13 @@ import fcntl
 import json
 import os
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from llmtt.plan import Run
 from llmtt.redaction import Redactor
+
+if TYPE_CHECKING:
+    import sqlite3
 
 RESULT_FORMAT = 1
 
@@ -128,13 +131,15 @@ def _recorded(db: Path, record: dict[str, Any]) -> bool:
     if evaluation is None:
         return False
     try:
-        with sqlite3.connect(db, timeout=30) as conn:
-            row = conn.execute(
+        row = (
+            _connection(db)
+            .execute(
                 "SELECT 1 FROM results WHERE run_id = ? "
                 "AND json_extract(record, '$.evaluation_id') = ? LIMIT 1",
                 (record.get("run_id", ""), evaluation),
-            ).fetchone()
-        conn.close()
+            )
+            .fetchone()
+        )
     except sqlite3.Error as exc:
         raise OSError(errno.EIO, str(exc), str(db)) from None
     return row is not None
@@ -232,11 +237,37 @@ def _catch_up(path: Path, handle: BinaryIO) -> None:
     handle.seek(0, os.SEEK_END)
 
 
-def _insert_new_lines(db: Path, handle: BinaryIO) -> None:
+# One connection per results.db and process (a forked doit worker opens its own), by (process,
+# path): opened again when the file was replaced or deleted, and the schema made again when
+# another hand changed it (SQLite's schema_version moved).
+_CONNECTIONS: dict[tuple[int, str], tuple[int, int, sqlite3.Connection]] = {}
+
+
+def _connection(db: Path) -> sqlite3.Connection:
     import sqlite3
 
-    with sqlite3.connect(db, timeout=30) as conn:
-        conn.executescript(SCHEMA)
+    key = (os.getpid(), str(db))
+    cached = _CONNECTIONS.get(key)
+    try:
+        inode = os.stat(db).st_ino
+    except FileNotFoundError:
+        inode = None
+    if cached is not None and cached[0] == inode:
+        conn = cached[2]
+        if conn.execute("PRAGMA schema_version").fetchone()[0] == cached[1]:
+            return conn
+    else:
+        if cached is not None:
+            cached[2].close()
+        conn = sqlite3.connect(db, timeout=30)
+    conn.executescript(SCHEMA)
+    version = conn.execute("PRAGMA schema_version").fetchone()[0]
+    _CONNECTIONS[key] = (os.stat(db).st_ino, version, conn)
+    return conn
+
+
+def _insert_new_lines(db: Path, handle: BinaryIO) -> None:
+    with _connection(db) as conn:  # one transaction: committed, or rolled back on an error
         row = conn.execute("SELECT value FROM llmtt_meta WHERE key = 'jsonl_bytes'").fetchone()
         size = handle.seek(0, os.SEEK_END)
         if row is None:  # written before the offset was kept: its rows are the first lines
@@ -259,7 +290,6 @@ def _insert_new_lines(db: Path, handle: BinaryIO) -> None:
         conn.execute(
             "INSERT OR REPLACE INTO llmtt_meta (key, value) VALUES ('jsonl_bytes', ?)", (size,)
         )
-    conn.close()
 
 
 def _insert(conn: Any, record: dict[str, Any]) -> None:

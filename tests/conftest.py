@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -17,6 +18,11 @@ from typing import Any
 import pytest
 
 BIN = Path(sys.executable).parent
+
+# llmtt finds agent CLIs in the user's agents folder too (llmtt/agents/install.py): the tests
+# see only those they name or install, not what this machine's user installed.
+os.environ.pop("LLMTT_AGENTS_DIR", None)
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="llmtt-tests-data-")
 DOIT = str(BIN / "doit")
 
 GIT_TOML = """\

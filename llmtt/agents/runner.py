@@ -80,7 +80,7 @@ def run_in_pty(
     executable = _executable(argv, cwd, env)
     _become_subreaper()
     me = os.getpid()
-    before = {p.pid: p.start for p in _processes() if p.ppid == me}
+    before = {p.pid: p.start for p in _family(me, deep=False)}
     kept = _Capture(MAX_TEXT)
 
     def take(data: bytes) -> None:
@@ -331,6 +331,54 @@ def _processes() -> list[_Proc]:
     return found
 
 
+def _children(pid: int) -> list[int] | None:
+    """`pid`'s children, from every thread's /proc/PID/task/TID/children; None where the
+    kernel does not offer those files."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []  # gone
+    found: list[int] = []
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
+                found += map(int, handle.read().split())
+        except FileNotFoundError:
+            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
+                continue  # the thread ended
+            return None  # no CONFIG_PROC_CHILDREN
+        except OSError:
+            continue
+    return found
+
+
+def _family(root: int, *, deep: bool, keep: Callable[[_Proc], bool] | None = None) -> list[_Proc]:
+    """`root`'s children that `keep` accepts and (`deep`) all their descendants, read from the
+    children lists of those processes alone, not from a scan of every process on the machine
+    (which is done only where the kernel keeps no children lists)."""
+    kids: Callable[[int], list[_Proc]]
+    if _children(root) is None:
+        by_parent: dict[int, list[_Proc]] = {}
+        for proc in _processes():
+            by_parent.setdefault(proc.ppid, []).append(proc)
+        kids = lambda pid: by_parent.get(pid, [])  # noqa: E731
+    else:
+        kids = _child_stats
+    todo = [p for p in kids(root) if keep is None or keep(p)]
+    found: dict[int, _Proc] = {}
+    while todo:
+        proc = todo.pop()
+        if proc.pid not in found:
+            found[proc.pid] = proc
+            if deep:
+                todo.extend(kids(proc.pid))
+    return list(found.values())
+
+
+def _child_stats(pid: int) -> list[_Proc]:
+    return [p for p in map(_read_stat, _children(pid) or []) if p is not None]
+
+
 def _read_stat(pid: int) -> _Proc | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
@@ -370,17 +418,7 @@ class _RunTree:
 
     def members(self) -> list[_Proc]:
         """The run's processes now, zombies included (the child only until it is reaped)."""
-        by_parent: dict[int, list[_Proc]] = {}
-        for proc in _processes():
-            by_parent.setdefault(proc.ppid, []).append(proc)
-        todo = [p for p in by_parent.get(self.me, []) if self._started_by_run(p)]
-        found: dict[int, _Proc] = {}
-        while todo:
-            proc = todo.pop()
-            if proc.pid not in found:
-                found[proc.pid] = proc
-                todo.extend(by_parent.get(proc.pid, []))
-        return list(found.values())
+        return _family(self.me, deep=True, keep=self._started_by_run)
 
     def _started_by_run(self, proc: _Proc) -> bool:
         return (

@@ -208,6 +208,21 @@ def test_left_behind_descendants_do_not_survive(tmp_path: Path, mode: str, ends:
         assert not alive(int((tmp_path / "left.pid").read_text()))
 
 
+@pytest.mark.parametrize("mode", ["setsid", "daemon"])
+def test_without_children_lists_a_scan_of_proc_finds_them(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the kernel keeps no /proc/PID/task/TID/children (no CONFIG_PROC_CHILDREN), the
+    run's processes are found by a scan of every process, and still ended."""
+    import llmtt.agents.runner as runner
+
+    monkeypatch.setattr(runner, "_children", lambda pid: None)
+    with cleanup(tmp_path / "left.pid"):
+        result = run(leave_behind(tmp_path, mode) + "exit 0", tmp_path, timeout=1.5)
+        assert (result.exit_code, result.timed_out) == (0, False)
+        assert not alive(int((tmp_path / "left.pid").read_text()))
+
+
 def test_callback_failure_still_ends_the_run(tmp_path: Path) -> None:
     def explode(data: bytes) -> None:
         if b"ready" in data:

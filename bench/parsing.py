@@ -59,7 +59,12 @@ def streams(kind: str) -> dict[str, bytes]:
     raw = (DATA / f"{kind}.transcript.raw.txt").read_bytes()
     if not raw.endswith(b"\n"):
         raw += b"\n"
-    repeated = raw * max(1, TARGET_BYTES // len(raw))
+    # Each copy's text differs (as a real session's outputs do), so no cache of the strings
+    # already seen makes the copies cheaper than the first.
+    repeated = b"".join(
+        raw.replace(b"the ", b"th%d " % i).replace(b"git", b"g%dt" % i)
+        for i in range(max(1, TARGET_BYTES // len(raw)))
+    )
     at = raw.index(MARKER)
     big = raw[:at] + MARKER + b"x" * BIG_LINE + raw[at + len(MARKER) :]
     return {"repeated": repeated, "16 MB line": big}

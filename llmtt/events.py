@@ -144,7 +144,8 @@ class EventWriter:
         if field is not None and isinstance(record.get(field), str):
             record[field] = clip(record[field])
         if self._redact:
-            record = self._redact.value(record)
+            # The field names are llmtt's own: only the values can hold a secret.
+            record = {k: self._redact.value(v) for k, v in record.items()}
         self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         self._handle.flush()
 

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 MASK = "[REDACTED]"
 GRAM = 8
+ANCHOR = GRAM // 2
+CACHED_LENGTH = 1024  # Redactor.value remembers the masked form of strings up to this long
 
 _SECRET_PARTS = frozenset(
     "KEY KEYS APIKEY TOKEN TOKENS SECRET SECRETS PASSWORD PASSWD PASS PASSPHRASE "
@@ -56,8 +58,12 @@ KEY_SHAPES = re.compile(
         ]
     )
 )
-# Cheap to search for: a text without any of these has no key shape in it.
-_SHAPE_HINT = re.compile(r"sk-|gh[pousr]_|github_pat_|AKIA|ASIA|AIza|xox|eyJ|-----BEGIN")
+# Cheap to look for (`in`, at C speed; an alternation in `re` tries each branch at every
+# character): a text without any of these has no key shape in it.
+_SHAPE_HINTS = (
+    *("sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AKIA", "ASIA", "AIza"),
+    *("xox", "eyJ", "-----BEGIN"),
+)
 _PEM_END = re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 _PEM_BODY_LINE = re.compile(r"[A-Za-z0-9+/=]*|[A-Za-z-]+: .*")
 
@@ -111,24 +117,37 @@ class Redactor:
     def __call__(self, text: str) -> str:
         """`text` with secrets masked."""
         text = self._values.mask(text)
-        if _SHAPE_HINT.search(text):
+        if any(hint in text for hint in _SHAPE_HINTS):
             text = KEY_SHAPES.sub(MASK, text)
         return _mask_pem_tails(text) if "-----END" in text else text
 
     def value(self, value: Any) -> Any:
         """A JSON-like value with every string in it (keys too) masked."""
-        if isinstance(value, str):
-            # Records repeat their keys and many values: a report of thousands of runs redacts
-            # each distinct string once.
-            done = self._done.get(value)
-            if done is None:
-                done = self._done[value] = self(value)
-            return done
+        kind = type(value)
+        if kind is str:
+            return self._text(value)
+        if kind in _PLAIN or value is None:
+            return value
         if isinstance(value, dict):
             return {self.value(k): self.value(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [self.value(v) for v in value]
+        if isinstance(value, str):  # a str subclass
+            return self._text(value)
         return value
+
+    def _text(self, text: str) -> str:
+        # Records repeat their keys and many values: a report of thousands of runs, or an
+        # event log, redacts each distinct short string once.
+        done = self._done.get(text)
+        if done is None:
+            done = self(text)
+            if len(text) <= CACHED_LENGTH:  # long texts rarely repeat; they would only pile up
+                self._done[text] = done
+        return done
+
+
+_PLAIN = frozenset({int, float, bool})
 
 
 class _Values:
@@ -138,6 +157,11 @@ class _Values:
 
     def __init__(self, values: frozenset[str]) -> None:
         self.grams: dict[str, list[tuple[str, int]]] = {}
+        # Every run of GRAM characters of a secret holds one of its ANCHOR-character pieces that
+        # start at a multiple of ANCHOR (the piece starting at the first such offset in the run
+        # ends before the run does): a text holding none of these pieces, which `in` finds at
+        # C speed, holds no run of any secret, and the per-character search is skipped.
+        self.anchors: set[str] = set()
         whole = []
         for value in values:
             if not _TOKEN_LIKE.fullmatch(value):
@@ -145,6 +169,8 @@ class _Values:
                 continue
             for offset in range(len(value) - GRAM + 1):
                 self.grams.setdefault(value[offset : offset + GRAM], []).append((value, offset))
+            for offset in range(0, len(value) - ANCHOR + 1, ANCHOR):
+                self.anchors.add(value[offset : offset + ANCHOR])
         # Longest first: an alternation takes the first branch that matches.
         whole.sort(key=len, reverse=True)
         self.whole = re.compile("|".join(map(re.escape, whole))) if whole else None
@@ -153,7 +179,9 @@ class _Values:
         """`text` with every known secret, or run of one, replaced by the mask."""
         if self.whole is not None:
             text = self.whole.sub(MASK, text)
-        return _TOKEN_RUN.sub(self._mask_run, text) if self.grams else text
+        if not self.grams or not any(anchor in text for anchor in self.anchors):
+            return text
+        return _TOKEN_RUN.sub(self._mask_run, text)
 
     def _mask_run(self, match: re.Match[str]) -> str:
         run = match.group()

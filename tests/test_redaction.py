@@ -83,6 +83,17 @@ def test_a_secret_cut_short_is_masked(shown: str) -> None:
     )
 
 
+def test_every_window_of_the_minimum_length_is_masked_at_every_offset() -> None:
+    """Whatever offset of the secret a GRAM-character window starts at (the quick look for
+    pieces of secrets must not miss one), in a short text and deep in a long one."""
+    redact = Redactor({"SERVICE_TOKEN": TOKEN})
+    filler = "lorem ipsum dolor " * 5000
+    for offset in range(len(TOKEN) - GRAM + 1):
+        window = TOKEN[offset : offset + GRAM]
+        assert redact(f"at {window} end") == f"at {MASK} end", offset
+        assert redact(f"{filler}{window}.{filler}") == f"{filler}{MASK}.{filler}", offset
+
+
 def test_a_cut_shorter_than_the_minimum_is_left() -> None:
     shown = TOKEN[: GRAM - 1]
     assert Redactor({"SERVICE_TOKEN": TOKEN})(f"key {shown}") == f"key {shown}"

@@ -159,7 +159,10 @@ class StreamParser:
 
     def line(self, text: str) -> None:
         """One line of the agent's output (JSON or not)."""
-        text = _CONTROL.sub("", strip_ansi(text)).strip()
+        # Most lines are JSON, which escapes control characters: one C-speed look says so (the
+        # terminal's "\r" before "\n" aside).
+        text = text[:-1] if text.endswith("\r") else text
+        text = text.strip() if text.isprintable() else _CONTROL.sub("", strip_ansi(text)).strip()
         if not text:
             return
         if text.startswith("{"):

@@ -19,9 +19,20 @@ Row = dict[str, Any]
 
 
 def _group(row: Row) -> str:
+    # The stored key of a baseline group: `-` for no model / no variant (group_label words it).
     return "/".join(
         [row["scenario"], row["agent"], row.get("model") or "-", row.get("variant") or "-"]
     )
+
+
+def group_label(name: str) -> str:
+    """A baseline group key (`scenario/agent/model/variant`, `-` for none) as the reports word
+    it: `scenario / agent / no model / no variant`."""
+    parts = name.split("/")
+    if len(parts) != 4:
+        return name
+    words = (parts[0], parts[1], parts[2] if parts[2] != "-" else "no model")
+    return " / ".join((*words, parts[3] if parts[3] != "-" else "no variant"))
 
 
 def snapshot(rows: list[Row]) -> dict[str, Any]:
@@ -152,7 +163,7 @@ def check_summary(report: dict[str, Any]) -> tuple[bool, str]:
         f"{summary['runs']} runs: **{summary['passed']} passed, {summary['failed']} failed**"
         + _expectations(summary)
         + (f", {summary['errors']} not carried out" if summary.get("errors") else "")
-        + f"; pass rate {summary['pass_rate']}.",
+        + f"; pass rate {'n/a' if summary['pass_rate'] is None else summary['pass_rate']}.",
         "",
     ]
     if bad:
@@ -161,7 +172,7 @@ def check_summary(report: dict[str, Any]) -> tuple[bool, str]:
         lines.append("")
     if found:
         lines += ["### Regressions against the baseline", ""]
-        lines += [f"- {r['group']}: {r['message']}" for r in found]
+        lines += [f"- {group_label(r['group'])}: {r['message']}" for r in found]
         lines.append("")
     if not bad and not found:
         expected = summary.get("failed_as_expected")

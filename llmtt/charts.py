@@ -28,8 +28,11 @@ def pass_rate_bars(groups: list[dict[str, Any]]) -> str:
         y = i * row_h + 4
         n = g["passed"] + g["failed"]
         rate = g["passed"] / n
-        label = " / ".join(p for p in (g["agent"], g["model"], g["variant"]) if p and p != "-")
-        parts.append(f'<text x="{label_w - 8}" y="{y + 15}" class="label">{escape(label)}</text>')
+        label = _label(g)
+        parts.append(
+            f'<text x="{label_w - 8}" y="{y + 15}" class="label">{escape(_fit(label, 30))}'
+            f"<title>{escape(label)}</title></text>"
+        )
         parts.append(
             f'<rect x="{label_w}" y="{y}" width="{rate * bar_w:.1f}" height="{row_h - 8}" class="bar"><title>{escape(label)}: {g["passed"]}/{n} passed</title></rect>'
         )
@@ -70,10 +73,23 @@ def cost_vs_pass(groups: list[dict[str, Any]]) -> str:
     for cost, rate, g in points:
         x = left + (cost / top_cost) * plot_w if top_cost else left
         y = 10 + (1 - rate) * plot_h
-        label = " / ".join(p for p in (g["agent"], g["model"], g["variant"]) if p and p != "-")
+        label = _label(g)
         parts.append(
             f'<circle cx="{x:.1f}" cy="{y:.1f}" r="6" class="point"><title>{escape(label)}: ${cost:.4f}, {rate:.0%}</title></circle>'
         )
-        parts.append(f'<text x="{x + 9:.1f}" y="{y + 4:.1f}" class="value">{escape(label)}</text>')
+        parts.append(
+            f'<text x="{x + 9:.1f}" y="{y + 4:.1f}" class="value">{escape(_fit(label, 40))}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _label(group: dict[str, Any]) -> str:
+    """A group's name on a chart: agent / model / variant, leaving out an axis it has not."""
+    return " / ".join(p for p in (group["agent"], group["model"], group["variant"]) if p)
+
+
+def _fit(label: str, chars: int) -> str:
+    """The label cut to `chars` characters from its end (where variants differ), marked with
+    an ellipsis; the full label is the element's tooltip."""
+    return label if len(label) <= chars else "…" + label[-(chars - 1) :]

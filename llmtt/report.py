@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from llmtt.atomic import read_json, read_jsonl, write_json, write_text
+from llmtt.baseline import group_label, regressions
 from llmtt.errors import LlmttError
 from llmtt.evaluation.outcome import as_expected, verdict
 from llmtt.plan import Plan, Run
@@ -34,9 +35,27 @@ def _environment(project: Project) -> Any:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    env.filters["num"] = _num
+    _add_filters(env)
     env.filters["cell"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
     return env
+
+
+def _add_filters(env: Any) -> None:
+    """The words every template uses for values that are not there (the same in every report):
+    `n/a` a value that does not apply (a rate over no command, no judge), `unknown` one that
+    exists but nobody knows (a cost with no known price, an exit code never reported), `no
+    model` / `no variant` a run axis left out by design."""
+    env.filters["num"] = _num
+    env.filters["usd"] = _usd
+    env.filters["exit"] = _exit
+    env.filters["model"] = lambda v: v or "no model"
+    env.filters["variant"] = lambda v: v or "no variant"
+    env.filters["group"] = group_label
+
+
+def _usd(value: Any, digits: int = 4) -> str:
+    """A cost in USD; null is a cost nobody knows (no known price), never zero."""
+    return "unknown" if value is None else _num(value, digits)
 
 
 def _num(value: Any, digits: int = 3) -> str:
@@ -69,7 +88,7 @@ def render_evaluation(project: Project, run: Run) -> tuple[str, str]:
     info = read_json(run.dir / "run.json")
     metrics = read_json(run.dir / "metrics.json")
     gates = read_json(run.dir / "gates.json")["gates"]
-    commands = _commands(run.dir / "events.jsonl")
+    commands = _paired_calls(read_jsonl(run.dir / "events.jsonl"))
     judge_path = run.dir / "judge.json"
     judge = read_json(judge_path) if run.judge is not None and judge_path.exists() else None
     text = render(
@@ -89,10 +108,11 @@ def render_evaluation(project: Project, run: Run) -> tuple[str, str]:
     return str(metrics["outcome"]), redact(str(metrics["outcome_reason"]))
 
 
-def _commands(path: Path) -> list[dict[str, Any]]:
+def _paired_calls(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each tool call's command with its result's exit code (null: no result, or unknown)."""
     calls: dict[str, dict[str, Any]] = {}
     order: list[dict[str, Any]] = []
-    for event in read_jsonl(path):
+    for event in events:
         if event["event"] == "tool_call":
             entry = {"command": event["command"], "exit_code": None}
             calls[str(event.get("id"))] = entry
@@ -129,8 +149,6 @@ def aggregate(plan: Plan) -> dict[str, Any]:
     data: dict[str, Any] = report_data(rows, plan.selection.describe(), now)
     baseline = project.root / project.config.paths.baseline
     if baseline.exists():
-        from llmtt.baseline import regressions
-
         data["baseline"] = str(baseline.relative_to(project.root))
         data["regressions"] = regressions(rows, read_json(baseline), project.config.regressions)
     data = redact.value(data)
@@ -152,7 +170,7 @@ def _html(project: Project, plan: Plan, data: dict[str, Any], redact: Redactor) 
         [jinja2.FileSystemLoader(project.templates_dir), jinja2.FileSystemLoader(PACKAGE_TEMPLATES)]
     )
     env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
-    env.filters["num"] = _num
+    _add_filters(env)
     details = {run.run_id: _details(run, redact) for run in plan.runs}
     charts = {"pass_rate": pass_rate_bars(data["groups"]), "cost": cost_vs_pass(data["groups"])}
     try:
@@ -163,8 +181,25 @@ def _html(project: Project, plan: Plan, data: dict[str, Any], redact: Redactor) 
         raise LlmttError(f"report.html.j2: template error: {exc}") from None
 
 
+# The interaction metrics a run's panel shows, by their metrics.json names (DESIGN.md).
+PANEL_METRICS = (
+    "turns",
+    "tool_calls",
+    "tool_calls_error",
+    "total_commands",
+    "unique_commands",
+    "error_count",
+    "error_rate",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "duration_secs",
+)
+
+
 def _details(run: Run, redact: Redactor) -> dict[str, Any]:
-    """A run's panel: gate results, the event timeline, the transcript's end (redacted)."""
+    """A run's panel: interaction metrics, gate results, failed tool calls, the event timeline
+    (failed calls marked), the transcript's end (redacted)."""
 
     from llmtt.agents.cli import strip_ansi
 
@@ -172,28 +207,26 @@ def _details(run: Run, redact: Redactor) -> dict[str, Any]:
     gates = run.dir / "gates.json"
     if gates.exists():
         out["gates"] = read_json(gates)["gates"]
-    metrics = run.dir / "metrics.json"
-    evaluated = read_json(metrics).get("evaluators") if metrics.exists() else None
+    metrics_path = run.dir / "metrics.json"
+    metrics = read_json(metrics_path) if metrics_path.exists() else {}
+    if "total_commands" in metrics:  # an evaluated run (an error outcome has no such metrics)
+        out["metrics"] = {name: metrics.get(name) for name in PANEL_METRICS}
+    evaluated = metrics.get("evaluators")
     if evaluated:
         out["evaluators"] = redact.value(
             {k: evaluated[k] for k in ("overall_score", "results", "errors")}
         )
     events = run.dir / "events.jsonl"
     if events.exists():
-        timeline = []
-        for event in read_jsonl(events)[:400]:
-            kind = event["event"]
-            if kind == "tool_call":
-                timeline.append(f"$ {event['command']}")
-            elif kind == "tool_result":
-                timeline.append(f"  -> exit {event.get('exit_code')}")
-            elif kind == "message":
-                timeline.append(f"agent: {str(event.get('text', ''))[:300]}")
-            elif kind == "complete":
-                timeline.append(
-                    f"(ended: exit {event.get('exit_code')}, timed out {event.get('timed_out')})"
-                )
-        out["timeline"] = [redact(t) for t in timeline]
+        listed = read_jsonl(events)
+        out["timeline"] = [
+            {**entry, "text": redact(entry["text"])} for entry in _timeline(listed[:400])
+        ]
+        out["failed_calls"] = [
+            {**call, "command": redact(call["command"])}
+            for call in _paired_calls(listed)
+            if call["exit_code"] not in (0, None)
+        ]
     transcript = run.dir / "transcript.raw.txt"
     if transcript.exists():
         text = strip_ansi(transcript.read_text(encoding="utf-8", errors="replace"))
@@ -203,6 +236,38 @@ def _details(run: Run, redact: Redactor) -> dict[str, Any]:
             text = text[-4000:].partition("\n")[2] or text[-4000:]
         out["transcript"] = redact(text)
     return out
+
+
+def _timeline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events as lines, each with its kind; a tool call whose result exited non-zero and
+    that result are both of kind `failed`."""
+    lines: list[dict[str, Any]] = []
+    calls: dict[str, dict[str, Any]] = {}
+    for event in events:
+        kind = event["event"]
+        if kind == "tool_call":
+            line = {"kind": "call", "text": f"$ {event['command']}"}
+            calls[str(event.get("id"))] = line
+            lines.append(line)
+        elif kind == "tool_result":
+            code = event.get("exit_code")
+            failed = code not in (0, None)
+            lines.append(
+                {"kind": "failed" if failed else "result", "text": f"  -> exit {_exit(code)}"}
+            )
+            if failed and str(event.get("id")) in calls:
+                calls[str(event.get("id"))]["kind"] = "failed"
+        elif kind == "message":
+            lines.append({"kind": "agent", "text": f"agent: {str(event.get('text', ''))[:300]}"})
+        elif kind == "complete":
+            said = f"exit {_exit(event.get('exit_code'))}, timed out {_num(event.get('timed_out'))}"
+            lines.append({"kind": "end", "text": f"(ended: {said})"})
+    return lines
+
+
+def _exit(code: Any) -> str:
+    """An exit code as the reports word it: null is a code nobody knows, never 0."""
+    return "unknown" if code is None else str(code)
 
 
 def junit(rows: list[dict[str, Any]]) -> str:
@@ -313,11 +378,14 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    grouped: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    # No model / no variant is null in the data and worded by the templates ("no variant").
+    grouped: dict[tuple[str, str | None, str | None], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
-        grouped[(row["agent"], row["model"] or "-", row["variant"] or "-")].append(row)
+        grouped[(row["agent"], row["model"] or None, row["variant"] or None)].append(row)
     out = []
-    for (agent, model, variant), members in sorted(grouped.items()):
+    for (agent, model, variant), members in sorted(
+        grouped.items(), key=lambda item: tuple(part or "" for part in item[0])
+    ):
         summary = _summary(members)
         metrics = [m["metrics"] for m in members if m.get("metrics")]
         out.append(

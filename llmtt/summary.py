@@ -13,18 +13,25 @@ METRICS = ("error_rate", "first_try_success_rate", "total_commands", "help_invoc
 Row = dict[str, Any]
 
 
-def _group_key(row: Row) -> tuple[str, str, str]:
-    return (row["agent"], row.get("model") or "-", row.get("variant") or "-")
+def _group_key(row: Row) -> tuple[str, str | None, str | None]:
+    """Agent, model, variant; no model or no variant is None (the templates word it)."""
+    return (row["agent"], row.get("model") or None, row.get("variant") or None)
+
+
+def _order(key: tuple[Any, ...]) -> tuple[str, ...]:
+    return tuple("" if part is None else str(part) for part in key)
 
 
 def repeats(rows: list[Row]) -> list[Row]:
     """One entry per scenario x agent x model x variant, over its repeats."""
-    grouped: dict[tuple[str, str, str, str], list[Row]] = defaultdict(list)
+    grouped: dict[tuple[str, str, str | None, str | None], list[Row]] = defaultdict(list)
     for row in rows:
         if row["outcome"] in ("pass", "fail"):
             grouped[(row["scenario"], *_group_key(row))].append(row)
     out = []
-    for (scenario, agent, model, variant), members in sorted(grouped.items()):
+    for (scenario, agent, model, variant), members in sorted(
+        grouped.items(), key=lambda item: _order(item[0])
+    ):
         n = len(members)
         c = sum(1 for m in members if m["outcome"] == "pass")
         entry: Row = {
@@ -48,32 +55,40 @@ def repeats(rows: list[Row]) -> list[Row]:
 
 
 def comparisons(rows: list[Row]) -> list[Row]:
-    """Paired comparisons: each variant against the first, and each model against the first,
-    paired by scenario and repeat (and the other axes held equal)."""
+    """Paired comparisons: each variant against the first (in name order; no variant comes
+    first), and each model likewise, paired by scenario and repeat (the other axes held
+    equal). `a` is the first, `b` the other; None is no variant (no model)."""
     out: list[Row] = []
     for axis, others in (("variant", ("agent", "model")), ("model", ("agent", "variant"))):
-        levels = sorted({row.get(axis) or "-" for row in rows})
+        levels = sorted({row.get(axis) or None for row in rows}, key=lambda v: _order((v,)))
         if len(levels) < 2:
             continue
         base = levels[0]
         for level in levels[1:]:
-            out.extend(_compare(rows, axis, base, level, others))
+            found = paired_comparison(rows, axis, base, level, others)
+            if found is not None:
+                out.append(found)
     return out
 
 
-def _compare(rows: list[Row], axis: str, a: str, b: str, others: tuple[str, ...]) -> list[Row]:
+def paired_comparison(
+    rows: list[Row], axis: str, a: str | None, b: str | None, others: tuple[str, ...]
+) -> Row | None:
+    """Side `a` (rows whose `axis` is a) against side `b`, run by run: a pair is one scenario
+    and repeat (and the same `others`) finished on both sides. None when nothing pairs."""
+
     def key(row: Row) -> tuple[Any, ...]:
-        return (row["scenario"], row["repeat"], *(row.get(o) or "-" for o in others))
+        return (row["scenario"], row["repeat"], *(row.get(o) or None for o in others))
 
     done = [r for r in rows if r["outcome"] in ("pass", "fail")]
-    side_a = {key(r): r for r in done if (r.get(axis) or "-") == a}
-    side_b = {key(r): r for r in done if (r.get(axis) or "-") == b}
-    common = sorted(set(side_a) & set(side_b), key=str)
+    side_a = {key(r): r for r in done if (r.get(axis) or None) == a}
+    side_b = {key(r): r for r in done if (r.get(axis) or None) == b}
+    common = sorted(set(side_a) & set(side_b), key=_order)
     result = paired(
         [(side_a[k]["outcome"] == "pass", side_b[k]["outcome"] == "pass") for k in common]
     )
     if result is None:
-        return []
+        return None
     deltas = {}
     for name in METRICS:
         pairs = [(_metric(side_a[k], name), _metric(side_b[k], name)) for k in common]
@@ -85,23 +100,21 @@ def _compare(rows: list[Row], axis: str, a: str, b: str, others: tuple[str, ...]
             "b": _round(mean_b),
             "delta": _round(None if mean_a is None or mean_b is None else mean_b - mean_a),
         }
-    return [
-        {
-            "axis": axis,
-            "a": a,
-            "b": b,
-            "pairs": result.pairs,
-            "pass_rate_a": _round(result.rate_a),
-            "pass_rate_b": _round(result.rate_b),
-            "difference": _round(result.difference),
-            "ci_low": _round(result.low),
-            "ci_high": _round(result.high),
-            "a_only": result.a_only,
-            "b_only": result.b_only,
-            "p_value": _round(result.p_value),
-            "metrics": deltas,
-        }
-    ]
+    return {
+        "axis": axis,
+        "a": a,
+        "b": b,
+        "pairs": result.pairs,
+        "pass_rate_a": _round(result.rate_a),
+        "pass_rate_b": _round(result.rate_b),
+        "difference": _round(result.difference),
+        "ci_low": _round(result.low),
+        "ci_high": _round(result.high),
+        "a_only": result.a_only,
+        "b_only": result.b_only,
+        "p_value": _round(result.p_value),
+        "metrics": deltas,
+    }
 
 
 def _metric(row: Row, name: str) -> float | None:

@@ -1,8 +1,11 @@
 """report.html opened in real headless Chromium: it renders its tables and charts, its script
-runs without error, and a screenshot is saved (tests/output/report.png) for a person to look at."""
+runs without error, each run's panel shows its interaction metrics and marks its failed tool
+calls, the page fits an 800 px window, and screenshots are saved (tests/output/report.png,
+report-800.png) for a person to look at."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -46,8 +49,9 @@ def test_report_html_renders_tables_charts_and_script(project: Project, tmp_path
     )
     project.write(
         "scenarios/s.yaml",
-        "task: {prompt: Read AGENTS.md.}\nsolution: [cat AGENTS.md, 'git comit']\n"
-        "evaluation:\n  gates:\n    - {type: file_contains, path: AGENTS.md, substring: two}\n",
+        "task: {prompt: Read AGENTS.md.}\nsolution: [cat AGENTS.md, 'git comit', git init -q .]\n"
+        "evaluation:\n  composite: {gate_weight: 0.6, interaction_weight: 0.4}\n"
+        "  gates:\n    - {type: file_contains, path: AGENTS.md, substring: two}\n",
     )
     assert project.doit("run", "-n", "2").code == 0
     page = project.results() / "report.html"
@@ -59,11 +63,90 @@ def test_report_html_renders_tables_charts_and_script(project: Project, tmp_path
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert 'data-ready="1"' in dom.stdout  # the script ran to its end
     assert dom.stdout.count("<table") >= 3 and dom.stdout.count('class="bar"') == 2
-    assert "variant v1 vs v2" in dom.stdout and "FAIL" in dom.stdout and "$ git comit" in dom.stdout
+    assert "variant v1 (A) vs v2 (B)" in dom.stdout and "FAIL" in dom.stdout
+    # a panel: its interaction metrics, its composite score, its failed tool call marked red
+    assert "tool_calls <b>3</b> (<span" in dom.stdout and "error_count <b" in dom.stdout
+    assert "total_commands <b>2</b>" in dom.stdout and "cost_usd <b>0</b>" in dom.stdout
+    assert "composite score 0.8" in dom.stdout and "composite score 0.2" in dom.stdout
+    assert '<li class="failed">$ git comit</li>' in dom.stdout
+    assert '<li class="failed">  -&gt; exit 1</li>' in dom.stdout
+    assert '<li class="call">$ git init -q .</li>' in dom.stdout
+    assert "1 failed tool call</b>" in dom.stdout
+    assert '<ul class="failed-calls"><li>$ git comit <span>→ exit 1</span></li></ul>' in dom.stdout
+    assert ">-<" not in dom.stdout  # no "-" placeholder in any cell
     errors = [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
     assert errors == [], errors
     OUT.mkdir(exist_ok=True)
     shot = OUT / "report.png"
     shot.unlink(missing_ok=True)
     picture = chromium(tmp_path, "--window-size=1280,1800", f"--screenshot={shot}", page.as_uri())
+    assert picture.returncode == 0 and shot.stat().st_size > 20_000
+
+
+PROBE = """<script>
+document.querySelectorAll("details").forEach(function (d) { d.open = true; });
+var page = document.documentElement, wide = [];
+document.querySelectorAll("body *").forEach(function (e) {
+  if (e.getBoundingClientRect().right > window.innerWidth + 0.5 && !e.closest(".scroll")) {
+    wide.push(e.tagName + "." + e.className);
+  }
+});
+document.body.dataset.measured = [window.innerWidth, page.scrollWidth].join(" ");
+document.body.dataset.wide = wide.slice(0, 8).join(" ");
+</script>
+"""
+
+
+def measure(tmp: Path, page: Path, extra: str = "") -> tuple[int, int, str]:
+    """(viewport width, document width, elements past the right edge) of `page` opened at
+    800 px wide with every run's panel open."""
+    probe = page.with_name(f"probe{len(extra)}.html")
+    probe.write_text(page.read_text().replace("</body>", extra + PROBE + "</body>"))
+    dom = chromium(tmp, "--window-size=800,900", "--dump-dom", probe.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = re.search(r'data-measured="(\d+) (\d+)" data-wide="([^"]*)"', dom.stdout)
+    assert found, dom.stdout[-2000:]
+    return int(found[1]), int(found[2]), found[3]
+
+
+def test_report_html_fits_an_800_px_window(project: Project, tmp_path: Path) -> None:
+    names = ("guidance-for-agents-first-draft-v1", "guidance-for-agents-rewritten-v2")
+    variants = "".join(
+        f'\n[variants.{v}]\nfiles = {{ "AGENTS.md" = "guides/{v}.md" }}\n' for v in names
+    )
+    for v in names:
+        project.write(f"guides/{v}.md", v + "\n")
+    project.write(
+        "llmtt.toml",
+        GIT_TOML
+        + variants
+        + f"\n[matrix]\nvariants = {list(names)!r}\nrepeats = 2\n".replace("'", '"'),
+    )
+    # Paths break nowhere (hyphens would let a line break): only wrapping anywhere fits them.
+    long_path = "src/report_generator/templates/" + "components_of_the_page_" * 5 + "x.txt"
+    for scenario in (
+        "commit-a-file-after-staging-it-and-writing-a-conventional-commit-message",
+        "inspect-the-history-of-a-repository-with-many-branches-and-tags-in-it",
+    ):
+        project.write(
+            f"scenarios/{scenario}.yaml",
+            "tags: [git-basics-and-history-inspection, long-tag-names-everywhere]\n"
+            "task: {prompt: x}\n"
+            f"solution: [git init -q ., 'git add {long_path}', 'git log --oneline']\n"
+            "evaluation:\n  composite: {gate_weight: 0.5, interaction_weight: 0.5}\n"
+            "  gates:\n    - {type: file_exists, path: .git/HEAD}\n"
+            f"    - {{type: file_contains, path: AGENTS.md, substring: rewritten-{long_path}}}\n",
+        )
+    assert project.doit("run", "-n", "2").code == 0
+    page = project.results() / "report.html"
+    viewport, width, wide = measure(tmp_path, page)
+    assert viewport == 800, "chromium did not lay the page out 800 px wide"
+    assert width <= 800 and wide == "", (width, wide)
+    # the measure sees a page that does scroll sideways
+    viewport, width, wide = measure(tmp_path, page, '<div style="width: 1500px">x</div>')
+    assert width > 800 and "DIV." in wide, (width, wide)
+    OUT.mkdir(exist_ok=True)
+    shot = OUT / "report-800.png"
+    shot.unlink(missing_ok=True)
+    picture = chromium(tmp_path, "--window-size=800,1400", f"--screenshot={shot}", page.as_uri())
     assert picture.returncode == 0 and shot.stat().st_size > 20_000

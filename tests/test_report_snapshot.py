@@ -60,3 +60,24 @@ def test_report_md_matches_its_snapshot(project: Project) -> None:
     if os.environ.get("LLMTT_UPDATE_SNAPSHOTS") == "1":
         SNAPSHOT.write_text(text)
     assert text == SNAPSHOT.read_text()
+
+
+def test_report_md_words_absent_values_and_shows_composite_only_where_defined(
+    project: Project,
+) -> None:
+    project.write("llmtt.toml", "")
+    project.write("scenarios/s.yaml", "task: {prompt: x}\n")
+    loaded = load_project(project.root)
+    rows = [row("commit", "v1", k, "pass", 0.0) for k in (1, 2)]
+    for r in rows:
+        r.update(agent="oracle", model=None, variant=None, cost_usd=None)
+    plain = render(loaded, "report.md.j2", **report_data(rows, "", "2026-01-01T00:00:00+00:00"))
+    assert "| oracle | no model | no variant | 2 | 2 | 0 | 0 |" in plain
+    assert "composite" not in plain  # no scenario defines one: no column
+    assert "| 1 | unknown | 2.5 |" in plain  # first-try success, a cost with no known price
+    assert "| - |" not in plain and " -> " not in plain
+    rows[0]["metrics"]["composite_score"] = 0.75
+    rows[1]["metrics"]["composite_score"] = None
+    text = render(loaded, "report.md.j2", **report_data(rows, "", "2026-01-01T00:00:00+00:00"))
+    assert "| run | outcome | gates | judge | composite | commands | failed commands |" in text
+    assert "| 2/2 | n/a | 0.75 | 4 | 1 |" in text and "| 2/2 | n/a | n/a | 4 | 1 |" in text

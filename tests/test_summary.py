@@ -101,7 +101,7 @@ def test_variants_and_repeats_through_doit(project: Project) -> None:
     (comparison,) = report["comparisons"]
     assert comparison["difference"] == 1.0 and comparison["p_value"] == 0.25
     text = (project.results() / "report.md").read_text()
-    assert "**variant v1 vs v2** (3 pairs): pass rate 0 -> 1" in text
+    assert "**variant v1 (A) vs v2 (B)** (3 pairs): pass rate A 0 -> B 1" in text
     assert "## Over repeats" in text
     suite = ET.parse(project.results() / "junit.xml").getroot()
     assert suite.get("tests") == "6" and suite.get("failures") == "3"

@@ -128,12 +128,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     compare = command(
         "compare",
-        "compare two result sets (report.json files or result folders) or two variants of the "
-        "current results",
+        "compare two result sets (report.json files or result folders; each agent / model / "
+        "variant group of A against the same group of B) or two variants of the current "
+        "results (A against B per agent and model), paired by scenario and repeat",
         "llmtt compare v1 v2; llmtt compare old/report.json llm-tool-test-results",
     )
-    compare.add_argument("a", help="a report.json, a results folder, or a variant")
-    compare.add_argument("b", help="the same kind as a")
+    compare.add_argument("a", help="side A: a report.json, a results folder, or a variant")
+    compare.add_argument("b", help="side B: the same kind as A")
     compare.add_argument("--project", default=".", type=Path, help="(default: .)")
     _agents_parsers(
         command(
@@ -432,37 +433,9 @@ def _coverage(
 
 
 def _compare(root: Path, a: str, b: str) -> int:
-    from llmtt.atomic import read_json
-    from llmtt.summary import comparisons
+    from llmtt.compare import compare
 
-    def rows(source: str) -> list[dict[str, object]] | None:
-        path = Path(source)
-        if path.is_dir():
-            path = path / "report.json"
-        return list(read_json(path)["runs"]) if path.is_file() else None
-
-    left, right = rows(a), rows(b)
-    if left is not None and right is not None:
-        tagged = [{**r, "variant": a} for r in left] + [{**r, "variant": b} for r in right]
-    elif left is None and right is None:
-        report, _ = _report_path(root)
-        tagged = [r for r in read_json(report)["runs"] if r.get("variant") in (a, b)]
-    else:
-        raise LlmttError("compare takes two result sets (report.json or folders) or two variants")
-    found = [c for c in comparisons(tagged) if c["axis"] == "variant"]
-    if not found:
-        raise LlmttError(
-            f"no paired runs between {a} and {b} (same scenario, agent, model, repeat)"
-        )
-    for c in found:
-        print(
-            f"{c['a']} vs {c['b']}: {c['pairs']} pairs, pass rate {c['pass_rate_a']} -> "
-            f"{c['pass_rate_b']} ({c['difference']:+g}, 95% CI {c['ci_low']:+g} to "
-            f"{c['ci_high']:+g}, McNemar p = {c['p_value']:g})"
-        )
-        for name, m in c["metrics"].items():
-            delta = "n/a" if m["delta"] is None else f"{m['delta']:+g}"
-            print(f"  {name}: {m['a']} -> {m['b']} ({delta})")
+    print(compare(a, b, root), end="")
     return 0
 
 

@@ -307,6 +307,9 @@ def problems_from(
         else:
             message = _expectation(err)
             line = line_of(lines, loc, key=True)
+        if loc[:2] == ("evaluation", "gates") and len(loc) > 2 and isinstance(loc[2], int):
+            # The path's index counts from 0; every report numbers gates from 1.
+            message += f" (gate {loc[2] + 1})"
         if (loc, message) not in seen:
             seen.add((loc, message))
             problems.append(Problem(path, line, field_name, message))

@@ -121,7 +121,7 @@ def test_a_projects_evaluators_score_the_run_and_one_gates_it(project: Project) 
     html = (project.results() / "report.html").read_text()
     assert "<p>evaluators: overall 0.917</p>" in html
     assert "<td>enough</td><td>calls</td><td>True</td><td>2 tool call(s)" in html
-    assert "evaluator error: evaluator broken failed: RuntimeError: boom" in html
+    assert "not scored: evaluator broken failed: RuntimeError: boom" in html
     report = (project.results() / "report.md").read_text()
     assert "| run | outcome | gates | judge | evaluators | commands |" in report
     assert "| s/oracle/r1 | pass | 1/1 | n/a | 0.917 |" in report

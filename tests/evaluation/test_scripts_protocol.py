@@ -299,7 +299,7 @@ def test_script_evaluators_are_stored_by_name_and_a_failure_is_a_warning(
     text = (project.results() / "e/oracle/r1/evaluation.md").read_text()
     assert "## Script evaluators" in text
     assert "| quality | 0.75 | short notes | words = 1, ok = true |" in text
-    assert "| crashed | error | exit 4: no database | output: half |" in text
+    assert "| crashed | not scored | exit 4: no database | output: half |" in text
 
 
 def test_a_failing_health_check_means_the_run_could_not_be_carried_out(project: Project) -> None:

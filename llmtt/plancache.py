@@ -31,7 +31,7 @@ from llmtt.selection import Selection
 if TYPE_CHECKING:
     from llmtt.plan import Plan, Run
 
-FORMAT = 1
+FORMAT = 2
 RESULTS_DEFAULT = "llm-tool-test-results"  # [paths] results when llmtt.toml does not set it
 KEEP = 32  # cached plans kept per project (one per selection); the oldest go first
 
@@ -46,15 +46,18 @@ class RunSpec:
     agent: str
     judge_model: str | None
     keys: dict[str, Key]  # "agent", "evaluate", "report", and "judge" when judged
+    scenario_file: str  # the task that carries the run out loads this scenario alone
 
     @classmethod
     def of(cls, run: Run) -> RunSpec:
         """What doit needs of a full run."""
         keys = {"agent": run.agent_key, "evaluate": run.eval_key, "report": run.report_key}
-        if run.judge is None:
-            return cls(run.run_id, str(run.dir), run.label, run.agent, None, keys)
-        keys["judge"] = run.judge.key
-        return cls(run.run_id, str(run.dir), run.label, run.agent, run.judge.model, keys)
+        judge = None
+        if run.judge is not None:
+            keys["judge"] = run.judge.key
+            judge = run.judge.model
+        path = str(run.scenario.path)
+        return cls(run.run_id, str(run.dir), run.label, run.agent, judge, keys, path)
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ class TaskPlan:
                 r.agent,
                 r.judge_model,
                 {k: ref(v) for k, v in r.keys.items()},
+                r.scenario_file,
             ]
             for r in self.runs
         ]
@@ -120,8 +124,8 @@ class TaskPlan:
         """The inverse of `to_json`."""
         table = data["keys"]
         runs = [
-            RunSpec(rid, d, label, agent, judge, {k: table[i] for k, i in keys.items()})
-            for rid, d, label, agent, judge, keys in data["runs"]
+            RunSpec(rid, d, label, agent, judge, {k: table[i] for k, i in keys.items()}, path)
+            for rid, d, label, agent, judge, keys, path in data["runs"]
         ]
         return cls(data["results_dir"], data["budget_max_usd"], runs, data["aggregate_key"])
 

@@ -70,8 +70,13 @@ class Project:
         return self.root / name
 
 
-def load_project(root: Path) -> Project:
-    """Load and cross-check a whole project, reporting every problem found, not just the first."""
+def load_project(root: Path, only: Path | None = None) -> Project:
+    """Load and cross-check a whole project, reporting every problem found, not just the first.
+
+    `only`: the project with that one scenario file (what a task that carries out one of its
+    runs needs, in a large project a fraction of the whole); checks that span scenarios and
+    the rubrics no scenario uses are left to the whole load that made the plan.
+    """
     root = root.resolve()
     config, config_lines = load_config(root)
     problems: list[Problem] = []
@@ -91,7 +96,8 @@ def load_project(root: Path) -> Project:
         )
     if folders:
         raise ConfigError(folders)
-    for path in sorted(scenario_dir.glob("*.yaml")) + sorted(scenario_dir.glob("*.yml")):
+    paths = sorted(scenario_dir.glob("*.yaml")) + sorted(scenario_dir.glob("*.yml"))
+    for path in paths if only is None else [only]:
         try:
             if _leads_out(root, config, path):
                 raise ConfigError.one(path, _OUT.format(where=os.path.realpath(path)))
@@ -104,7 +110,8 @@ def load_project(root: Path) -> Project:
     problems.extend(_cross_check(project))
     rubric_dir = root / config.paths.rubrics
     inputs.note_file(rubric_dir)
-    for path in sorted(rubric_dir.glob("*.y*ml")) if rubric_dir.is_dir() else []:
+    unused = sorted(rubric_dir.glob("*.y*ml")) if rubric_dir.is_dir() and only is None else []
+    for path in unused:
         if path not in project.rubrics:  # unused rubrics are checked too
             try:
                 project.rubrics[path] = _rubric(project, path)

@@ -35,6 +35,7 @@ from llmtt.selection import Selection, check_info
 
 if TYPE_CHECKING:
     from llmtt.plan import Plan, Run
+    from llmtt.project import Project
 
 __all__ = ["DOIT_CONFIG", "task_llmtt"]
 
@@ -224,14 +225,27 @@ def _stale(what: str) -> LlmttError:
     )
 
 
-def _run(spec: RunSpec) -> Run:
-    """The full run behind a task, checked against the keys its task was made with."""
-    run = _plan()[1].get(spec.run_id)
+@functools.cache
+def _part(scenario_file: str) -> tuple[Project, dict[str, Run]]:
+    """The plan of one scenario: what the tasks carrying out its runs need, at a cost that does
+    not grow with the project (and a forked worker holds only that)."""
+    from llmtt.plan import build_plan
+    from llmtt.project import load_project
+
+    plan = build_plan(load_project(ROOT, only=Path(scenario_file)), SELECTION, part=True)
+    return plan.project, {run.run_id: run for run in plan.runs}
+
+
+def _run(spec: RunSpec) -> tuple[Project, Run]:
+    """The full run behind a task, with its project, checked against the keys its task was
+    made with."""
+    project, runs = (_BUILT.project, _plan()[1]) if _BUILT else _part(spec.scenario_file)
+    run = runs.get(spec.run_id)
     if run is None:
         raise _stale(f"{spec.run_id} is no longer planned")
     if RunSpec.of(run) != spec:
         raise _stale(f"the keys of {spec.run_id} changed")
-    return run
+    return project, run
 
 
 def _ledger() -> Ledger | None:
@@ -387,19 +401,19 @@ sys.excepthook = _interrupted
 def _agent_action(spec: RunSpec) -> dict[str, Any]:
     from llmtt.execute import execute_run
 
-    run = _run(spec)
+    project, run = _run(spec)
     key = f"{run.run_id}:agent"
     amount: float | None = None
     refusal: str | None = None
-    if _paid_agent(run):
+    if _paid_agent(project, run):
         try:
-            amount = _reserve(run, key, _agent_cost_hold)
+            amount = _reserve(run, key, functools.partial(_agent_cost_hold, project))
         except BudgetExhausted as exc:
             # Recorded as a run not carried out, so the reports list it; it stays pending.
             refusal = str(exc)
     guard = LEDGER.guard(key) if LEDGER is not None and amount is not None else None
     try:
-        record = execute_run(_plan()[0].project, run, session_budget=guard, refusal=refusal)
+        record = execute_run(project, run, session_budget=guard, refusal=refusal)
     finally:
         if LEDGER is not None and amount is not None:
             events = run.dir / "events.jsonl"  # absent when the run broke off: cost unknown
@@ -434,9 +448,9 @@ class _Purse:
 def _evaluate_action(spec: RunSpec) -> dict[str, Any]:
     from llmtt.evaluation.evaluate import evaluate_run
 
-    run = _run(spec)
+    project, run = _run(spec)
     purse = _Purse(LEDGER, run.run_id) if LEDGER is not None else None
-    record = evaluate_run(_plan()[0].project, run, purse)
+    record = evaluate_run(project, run, purse)
     if record is not None and record["outcome"] != "error":
         print(f"llmtt: {run.run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
     values: dict[str, Any] = {"status": "ok"}
@@ -463,7 +477,7 @@ def _saved(spec: RunSpec, layer: str, values: dict[str, Any] | None = None) -> d
 def _judge_action(spec: RunSpec) -> dict[str, Any]:
     from llmtt.evaluation.evaluate import judge_run
 
-    run = _run(spec)
+    project, run = _run(spec)
     judge = run.judge
     assert judge is not None
     key = f"{run.run_id}:judge"
@@ -471,12 +485,12 @@ def _judge_action(spec: RunSpec) -> dict[str, Any]:
 
     def reserve(prompt: str) -> None:
         if LEDGER is not None and _paid_model(judge.model):
-            amount = _judge_cost_hold(run, prompt)
+            amount = _judge_cost_hold(project, run, prompt)
             LEDGER.reserve(key, amount)
             held.append(amount)
 
     try:
-        record = judge_run(_plan()[0].project, run, reserve)
+        record = judge_run(project, run, reserve)
     finally:
         if LEDGER is not None and held:
             judged = run.dir / "judge.json"
@@ -498,8 +512,8 @@ def _judge_action(spec: RunSpec) -> dict[str, Any]:
 def _report_action(spec: RunSpec) -> TaskFailed | None:
     from llmtt.report import render_evaluation
 
-    run = _run(spec)
-    outcome, reason = render_evaluation(_plan()[0].project, run)
+    project, run = _run(spec)
+    outcome, reason = render_evaluation(project, run)
     if outcome == "error":
         # The run's last layer fails, so `doit run <run>` exits non-zero too; the aggregate,
         # which needs only the evaluation, still reports it.
@@ -534,29 +548,28 @@ def _paid_model(model: str | None) -> bool:
     return model is not None and model != "scripted"
 
 
-def _paid_agent(run: Run) -> bool:
+def _paid_agent(project: Project, run: Run) -> bool:
     from llmtt.agents.registry import make_agent
 
-    return _paid_model(run.model) and not make_agent(_plan()[0].project, run.agent).free
+    return _paid_model(run.model) and not make_agent(project, run.agent).free
 
 
-def _agent_cost_hold(run: Run) -> float:
+def _agent_cost_hold(project: Project, run: Run) -> float:
     """What a paid run holds while it runs: its own limit, else its expected cost."""
     if run.scenario.spec.cost.max_usd is not None:
         return run.scenario.spec.cost.max_usd
-    project = _plan()[0].project
     history = read_jsonl(project.results_dir / "results.jsonl")
     return expected_cost(run, history, project.config.models) or 0.0
 
 
-def _judge_cost_hold(run: Run, prompt: str) -> float:
+def _judge_cost_hold(project: Project, run: Run, prompt: str) -> float:
     """What the judge holds: its prompt asked twice (a malformed answer is asked to be
     repaired) with the longest answers it may give."""
     from llmtt.evaluation.judge import MAX_ANSWER_TOKENS
     from llmtt.models import resolve_model
 
     assert run.judge is not None
-    model = resolve_model(run.judge.model, _plan()[0].project.config.models)
+    model = resolve_model(run.judge.model, project.config.models)
     # Three characters a token is generous for prose and JSON; the rest is the answers.
     tokens = 2 * (len(prompt) // 3 + 500) + MAX_ANSWER_TOKENS
     return model.cost(tokens, 2 * MAX_ANSWER_TOKENS) or 0.0

@@ -15,7 +15,7 @@ from conftest import GIT_TOML, Project
 
 from llmtt import plancache
 from llmtt.plan import build_plan
-from llmtt.plancache import TaskPlan
+from llmtt.plancache import RunSpec, TaskPlan
 from llmtt.project import load_project
 from llmtt.selection import Selection
 
@@ -335,3 +335,57 @@ def test_doit_and_python_m_doit_share_one_cached_plan(demo: Project) -> None:
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert where.stat().st_mtime_ns == written, f"{python} -m doit rebuilt the plan"
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [Selection(), Selection(scenarios=("judged",)), Selection(variants=("v1",), repeats=2)],
+)
+def test_one_scenarios_plan_gives_the_runs_the_whole_plan_gives(
+    demo: Project, selection: Selection
+) -> None:
+    """A task carrying out a run loads only its scenario's file: the runs it builds must be
+    those of the whole plan, key for key (else every task would stop as stale)."""
+    whole = full(demo.root, selection).runs
+    assert whole
+    for spec in whole:
+        part = build_plan(
+            load_project(demo.root, only=Path(spec.scenario_file)), selection, part=True
+        )
+        assert spec in [RunSpec.of(run) for run in part.runs]
+        assert len(part.project.scenarios) == 1
+
+
+WORKER_AUDIT = """
+import os, sys
+from doit.doit_cmd import DoitMain
+from doit.cmd_base import ModuleTaskLoader
+
+opened = set()
+def hook(event, args):
+    if event == "open" and isinstance(args[0], (str, os.PathLike)):
+        opened.add(os.path.basename(str(args[0])))
+sys.path.insert(0, os.getcwd())
+import dodo  # the task list, from the cache
+sys.addaudithook(hook)  # from here on: the task that carries out the run
+code = DoitMain(ModuleTaskLoader(dodo)).run(["run", "demo/oracle/r1"])
+print(sorted(n for n in opened if n.endswith(".yaml")), code)
+"""
+
+
+def test_a_task_reads_only_the_scenario_of_its_run(demo: Project) -> None:
+    """From the cache, carrying out one run reads its own scenario's file and no other: its
+    cost and memory do not grow with the project."""
+    (demo.root / "scenarios/judged.yaml").unlink()
+    demo.write("scenarios/other.yaml", SCENARIO.replace("name: demo", "name: other"))
+    settle(demo.root)
+    assert demo.doit("list").code == 0  # caches the plan
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER_AUDIT],
+        cwd=demo.root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "['demo.yaml'] 0", done.stdout

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -18,14 +20,24 @@ from llmtt.results import sync_results_db
 from llmtt.summary import comparisons, repeats
 
 REPORT_FORMAT = 1
+# What report.html reads of a transcript's end, to show its last 4,000 characters once
+# terminal sequences are gone.
+TRANSCRIPT_TAIL_BYTES = 65536
 PACKAGE_TEMPLATES = Path(__file__).parent / "templates"
 
 
 def _environment(project: Project) -> Any:
+    return _environment_for(project.templates_dir)
+
+
+@functools.cache
+def _environment_for(templates_dir: Path) -> Any:
+    """One environment per templates folder and process: it compiles each template once (and
+    again only when the file changes), where a new one per run recompiled it every time."""
     import jinja2
 
     loader = jinja2.ChoiceLoader(
-        [jinja2.FileSystemLoader(project.templates_dir), jinja2.FileSystemLoader(PACKAGE_TEMPLATES)]
+        [jinja2.FileSystemLoader(templates_dir), jinja2.FileSystemLoader(PACKAGE_TEMPLATES)]
     )
     env = jinja2.Environment(
         loader=loader,
@@ -229,7 +241,9 @@ def _details(run: Run, redact: Redactor) -> dict[str, Any]:
         ]
     transcript = run.dir / "transcript.raw.txt"
     if transcript.exists():
-        text = strip_ansi(transcript.read_text(encoding="utf-8", errors="replace"))
+        with open(transcript, "rb") as handle:  # its end only: a transcript may be 100 MB
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - TRANSCRIPT_TAIL_BYTES))
+            text = strip_ansi(handle.read().decode("utf-8", errors="replace"))
         if len(text) > 4000:
             # From a line's start: a line cut in the middle may show the end of a key whose
             # shape, at its start, was what gave it away.

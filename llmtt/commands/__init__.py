@@ -1,0 +1,1 @@
+"""The `llmtt` commands, one module per family; `llmtt.cli` parses and dispatches."""

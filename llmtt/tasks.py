@@ -43,6 +43,42 @@ EVALUATE_OUTPUTS = ("metrics.json", "gates.json", "result.json")
 AGENT_OUTPUTS = ("run.json", "events.jsonl", "transcript.raw.txt")
 
 
+def _processes(argv: list[str]) -> int:
+    """doit's `-n N` / `--process=N` (0: no worker processes; `-P thread` runs threads)."""
+    count = 0
+    for i, arg in enumerate(argv):
+        value = None
+        if arg in ("-n", "--process") and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--process="):
+            value = arg.partition("=")[2]
+        elif arg.startswith("-n") and arg[2:].isdigit():
+            value = arg[2:]
+        if value is not None and value.isdigit():
+            count = int(value)
+    threads = any(a in ("-P", "--parallel-type") for a in argv) and "thread" in argv
+    return 0 if threads else count
+
+
+@functools.cache
+def _warm_workers() -> None:
+    """Once a layer is found pending in a `doit run -n N`, before doit forks its workers (it
+    forks once it has a first task for them): import here what every worker would import for
+    itself, and freeze it out of the garbage collector's sight, so the workers share those pages
+    and start at once instead of each importing llmtt's run modules on two cores."""
+    if COMMAND != "run" or _processes(sys.argv[1:]) < 2:
+        return
+    import gc
+
+    import llmtt.evaluation.evaluate  # noqa: F401
+    import llmtt.execute  # noqa: F401
+    import llmtt.plan  # noqa: F401
+    import llmtt.project  # noqa: F401
+    import llmtt.report  # noqa: F401
+
+    gc.freeze()
+
+
 class KeyCheck:
     """`uptodate` for one layer: false when any part of its key changed, saying which."""
 
@@ -66,10 +102,12 @@ class KeyCheck:
             return False
         if saved is None:
             self.reason = "never run"
+            _warm_workers()
             return False
         changed = sorted(k for k in set(self.key) | set(saved) if saved.get(k) != self.key.get(k))
         if changed:
             self.reason = "changed: " + ", ".join(changed)
+            _warm_workers()
             return False
         self.reason = "unchanged"
         return True

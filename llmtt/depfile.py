@@ -111,7 +111,11 @@ def record_values(
 
     from doit.dependency import get_file_md5
 
-    with sqlite3.connect(dep_file, timeout=30) as conn:
+    conn = sqlite3.connect(dep_file, timeout=30)
+    # The file is in write-ahead-log mode (see PreloadedSqliteDB): NORMAL keeps the commit
+    # through a kill of this process or its parent, without a disk sync per commit.
+    conn.execute("PRAGMA synchronous=NORMAL")
+    with conn:
         row = conn.execute(
             "SELECT CAST(task_data AS TEXT) FROM doit WHERE task_id = ?", (task_id,)
         ).fetchone()

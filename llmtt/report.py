@@ -18,6 +18,7 @@ from llmtt.project import Project
 from llmtt.redaction import Redactor
 from llmtt.results import sync_results_db
 from llmtt.summary import comparisons, repeats
+from llmtt.trends import history
 
 REPORT_FORMAT = 1
 # What report.html reads of a transcript's end, to show its last 4,000 characters once
@@ -160,19 +161,23 @@ def aggregate(plan: Plan) -> dict[str, Any]:
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     data: dict[str, Any] = report_data(rows, plan.selection.describe(), now)
     baseline = project.root / project.config.paths.baseline
-    if baseline.exists():
+    blessed = read_json(baseline) if baseline.exists() else None
+    if blessed is not None:
         data["baseline"] = str(baseline.relative_to(project.root))
-        data["regressions"] = regressions(rows, read_json(baseline), project.config.regressions)
+        data["regressions"] = regressions(rows, blessed, project.config.regressions)
     data = redact.value(data)
     results = project.results_dir
+    trend = redact.value(history(results / "results.db", blessed))
     write_json(results / "report.json", data, redact)
     write_text(results / "junit.xml", junit(data["runs"]), redact)
-    write_text(results / "report.html", _html(project, plan, data, redact), redact)
+    write_text(results / "report.html", _html(project, plan, data, redact, trend), redact)
     write_text(results / "report.md", render(project, "report.md.j2", **data), redact)
     return data
 
 
-def _html(project: Project, plan: Plan, data: dict[str, Any], redact: Redactor) -> str:
+def _html(
+    project: Project, plan: Plan, data: dict[str, Any], redact: Redactor, trend: dict[str, Any]
+) -> str:
     """report.html: one self-contained file (inline CSS, SVG charts and a small sort script)."""
     import jinja2
 
@@ -187,7 +192,9 @@ def _html(project: Project, plan: Plan, data: dict[str, Any], redact: Redactor) 
     charts = {"pass_rate": pass_rate_bars(data["groups"]), "cost": cost_vs_pass(data["groups"])}
     try:
         return str(
-            env.get_template("report.html.j2").render(**data, details=details, charts=charts)
+            env.get_template("report.html.j2").render(
+                **data, details=details, charts=charts, history=trend
+            )
         )
     except jinja2.TemplateError as exc:
         raise LlmttError(f"report.html.j2: template error: {exc}") from None

@@ -80,6 +80,9 @@ def result_record(
         "status": info["status"],
         "versions": info["versions"],
         "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        # The `doit run` that evaluated it (when it began, or the user's LLMTT_LABEL
+        # label): report.html's history has a point per invocation.
+        "invocation": os.environ.get("LLMTT_LABEL") or None,
     }
 
 

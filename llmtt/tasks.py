@@ -14,6 +14,7 @@ import inspect
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -229,6 +230,11 @@ def _hold_project() -> int | None:
     if COMMAND in ("run", "strace", "auto"):
         signals.install()
         watchdog.start()
+        # The records this invocation writes say which it was (workers inherit it): a label the
+        # user set, else when it began. report.html's history has a point per invocation.
+        os.environ.setdefault(
+            "LLMTT_LABEL", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        )
     return fd
 
 

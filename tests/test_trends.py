@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 from conftest import BIN, GIT_TOML, Project
+from test_html_report import measure
 
 SCENARIO = """\
 name: {name}
@@ -32,7 +34,9 @@ def history(project: Project) -> str:
     return html.split("<h2>History</h2>", 1)[1].split("<h2>Runs</h2>", 1)[0]
 
 
-def test_each_invocation_is_a_point_and_the_baseline_is_marked(project: Project) -> None:
+def test_each_invocation_is_a_point_and_the_baseline_is_marked(
+    project: Project, tmp_path: Path
+) -> None:
     project.write("llmtt.toml", GIT_TOML + "\n[matrix]\nrepeats = 2\n")
     project.write("scenarios/a.yaml", SCENARIO.format(name="a", path=".git/HEAD"))
     project.write("scenarios/b.yaml", SCENARIO.format(name="b", path=".git/HEAD"))
@@ -62,6 +66,10 @@ def test_each_invocation_is_a_point_and_the_baseline_is_marked(project: Project)
     ]
     a = rows["a / oracle / no model / no variant"]
     assert re.findall(r'title="(v\d)">([^<]*)<', a) == [("v1", "1 (2 runs, 0)")]
+    # The section fits an 800 px window too (real headless Chromium).
+    viewport, width, wide = measure(tmp_path, project.results() / "report.html")
+    assert viewport == 800 and width <= 800 and wide == "", (width, wide)
+    assert "<polyline" in section
 
     # Nothing pending: nothing runs, the history stays as it was.
     again = project.doit("run", env={"LLMTT_LABEL": "v3"})

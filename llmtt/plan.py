@@ -141,6 +141,12 @@ def build_plan(project: Project, selection: Selection, *, part: bool = False) ->
     expected = sorted(r.run_id for r in runs if r.scenario.spec.expect == "fail")
     if expected:
         aggregate_key["expect_fail"] = hash_value(expected)
+    # The reports compare against the committed baseline: `llmtt bless` re-writes them (and
+    # nothing else). Absent while there is no baseline: keys stay as they were.
+    baseline = project.root / project.config.paths.baseline
+    inputs.note_file(baseline)
+    if baseline.is_file():
+        aggregate_key["baseline"] = hash_file(baseline)
     return Plan(project, runs, selection, aggregate_key)
 
 

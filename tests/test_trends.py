@@ -48,6 +48,10 @@ def test_each_invocation_is_a_point_and_the_baseline_is_marked(
         [str(BIN / "llmtt"), "bless"], cwd=project.root, capture_output=True, text=True
     )
     assert bless.returncode == 0, bless.stderr
+    # The reports compare against the baseline: blessing re-writes them, and only them.
+    blessed = project.doit("run", env={"LLMTT_LABEL": "v1"})
+    assert blessed.code == 0 and blessed.executed() == ["aggregate"], blessed.out
+    assert project.json("report.json")["baseline"] == "llmtt-baseline.json"
 
     # Scenario b's gate now fails: its two runs are evaluated again (not re-run).
     project.write("scenarios/b.yaml", SCENARIO.format(name="b", path=".git/NOPE"))

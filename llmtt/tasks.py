@@ -232,9 +232,7 @@ def _hold_project() -> int | None:
         watchdog.start()
         # The records this invocation writes say which it was (workers inherit it): a label the
         # user set, else when it began. report.html's history has a point per invocation.
-        os.environ.setdefault(
-            "LLMTT_LABEL", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        )
+        os.environ.setdefault("LLMTT_LABEL", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     return fd
 
 

@@ -104,7 +104,7 @@ def history(db: Path, baseline: dict[str, Any] | None) -> dict[str, Any]:
 def _rows(db: Path) -> list[tuple[Any, ...]]:
     if not db.exists():
         return []
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    conn = sqlite3.connect(db, timeout=30)  # a path, not a URI: any file name is taken as is
     try:
         return list(conn.execute(_QUERY))
     except sqlite3.Error:

@@ -66,11 +66,18 @@ def open_private(path: Path, *, append: bool = False) -> BinaryIO:
     return os.fdopen(os.open(path, flags, 0o600), "ab" if append else "wb")
 
 
-def write_json(path: Path, value: Any, redact: Redactor | None = None) -> None:
-    """Write `value` as indented JSON, atomically (with every string in it redacted)."""
+def write_json(
+    path: Path, value: Any, redact: Redactor | None = None, *, compact: bool = False
+) -> None:
+    """Write `value` as indented JSON (`compact`: on one line, for large machine-read files,
+    several times faster to write), atomically (with every string in it redacted)."""
     if redact:
         value = redact.value(value)
-    write_text(path, json.dumps(value, indent=2, sort_keys=False, default=str) + "\n")
+    if compact:
+        text = json.dumps(value, separators=(",", ":"), default=str)
+    else:
+        text = json.dumps(value, indent=2, sort_keys=False, default=str)
+    write_text(path, text + "\n")
 
 
 def read_json(path: Path) -> Any:

@@ -168,7 +168,7 @@ def aggregate(plan: Plan) -> dict[str, Any]:
     data = redact.value(data)
     results = project.results_dir
     trend = redact.value(history(results / "results.db", blessed))
-    write_json(results / "report.json", data, redact)
+    write_json(results / "report.json", data, compact=True)  # `data` is redacted above
     write_text(results / "junit.xml", junit(data["runs"]), redact)
     write_text(results / "report.html", _html(project, plan, data, redact, trend), redact)
     write_text(results / "report.md", render(project, "report.md.j2", **data), redact)

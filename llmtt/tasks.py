@@ -10,6 +10,7 @@ Each layer carries its own content key, so only what changed re-runs.
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import os
 import shutil
@@ -69,8 +70,6 @@ def _warm_workers() -> None:
     and start at once instead of each importing llmtt's run modules on two cores."""
     if COMMAND != "run" or _processes(sys.argv[1:]) < 2:
         return
-    import gc
-
     import llmtt.evaluation.evaluate  # noqa: F401
     import llmtt.execute  # noqa: F401
     import llmtt.plan  # noqa: F401
@@ -313,10 +312,21 @@ DOIT_CONFIG["reporter"] = ProgressReporter.configure(
 
 
 def task_llmtt() -> Iterator[Task | dict[str, Any]]:
-    """Every run's layers and the aggregate."""
-    for run in TASKS.runs:
-        yield from _run_tasks(run)
-    yield _aggregate_task(TASKS)
+    """Every run's layers and the aggregate.
+
+    The garbage collector is off while the tasks are made and what exists then is frozen out
+    of its sight: tens of thousands of live objects made at once set off collections that each
+    walk them all (at 10,000 runs, 1.2 s of collecting for 0.24 s of making them), and they
+    live as long as the invocation anyway.
+    """
+    gc.disable()
+    try:
+        for run in TASKS.runs:
+            yield from _run_tasks(run)
+        yield _aggregate_task(TASKS)
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 def _run_tasks(run: RunSpec) -> Iterator[Task]:

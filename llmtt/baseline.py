@@ -18,11 +18,14 @@ BASELINE_FORMAT = 1
 Row = dict[str, Any]
 
 
+def group_key(scenario: str, agent: str, model: str | None, variant: str | None) -> str:
+    """The stored key of a baseline group: `-` for no model / no variant (group_label words
+    it)."""
+    return "/".join([scenario, agent, model or "-", variant or "-"])
+
+
 def _group(row: Row) -> str:
-    # The stored key of a baseline group: `-` for no model / no variant (group_label words it).
-    return "/".join(
-        [row["scenario"], row["agent"], row.get("model") or "-", row.get("variant") or "-"]
-    )
+    return group_key(row["scenario"], row["agent"], row.get("model"), row.get("variant"))
 
 
 def group_label(name: str) -> str:

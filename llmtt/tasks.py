@@ -280,7 +280,10 @@ def _part(scenario_file: str) -> tuple[Project, dict[str, Run]]:
 def _run(spec: RunSpec) -> tuple[Project, Run]:
     """The full run behind a task, with its project, checked against the keys its task was
     made with."""
-    project, runs = (_BUILT.project, _plan()[1]) if _BUILT else _part(spec.scenario_file)
+    if _BUILT is not None:  # built in this process anyway: the whole plan serves
+        project, runs = _BUILT.project, _plan()[1]
+    else:
+        project, runs = _part(spec.scenario_file)
     run = runs.get(spec.run_id)
     if run is None:
         raise _stale(f"{spec.run_id} is no longer planned")

@@ -17,6 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from llmtt.baseline import group_key
 from llmtt.charts import WIDTH
 
 POINTS = 20  # invocations shown
@@ -49,7 +50,7 @@ def history(db: Path, baseline: dict[str, Any] | None) -> dict[str, Any]:
     for point, _, last, scenario, agent, model, variant, runs, passed, cost, priced in rows:
         if point not in shown:
             continue
-        key = "/".join([scenario, agent, model or "-", variant or "-"])
+        key = group_key(scenario, agent, model, variant)
         group = groups.setdefault(
             key,
             {
@@ -91,13 +92,14 @@ def history(db: Path, baseline: dict[str, Any] | None) -> dict[str, Any]:
         }
         for p in points
     ]
+    rate = _baseline_rate(base)
     return {
         "points": points,
         "overall": overall,
         "groups": sorted(listed, key=lambda g: g["key"]),
         "more_groups": max(0, len(groups) - len(listed)),
-        "baseline": _baseline_rate(base),
-        "chart": _chart(overall, _baseline_rate(base)),
+        "baseline": rate,
+        "chart": _chart(overall, rate),
     }
 
 

@@ -73,13 +73,19 @@ def places(project_root: Path, agent: str) -> list[Place]:
     ]
 
 
+def check_names(names: list[str]) -> None:
+    """Every name is an agent llmtt can install (else an error naming the first that is not)."""
+    for name in names:
+        if name not in CLI_AGENTS:
+            raise LlmttError(
+                f"agents install: unknown agent {name!r}; installable: {', '.join(CLI_AGENTS)}"
+            )
+
+
 def install(agent: str, dest: Path) -> Path:
     """Install the pinned `agent` CLI into `dest/<agent>`, replacing what is there; return the
     folder of its binaries. npm reads its usual settings (registry, proxy, cache, offline)."""
-    if agent not in CLI_AGENTS:
-        raise LlmttError(
-            f"agents install: unknown agent {agent!r}; installable: {', '.join(CLI_AGENTS)}"
-        )
+    check_names([agent])
     npm = shutil.which("npm")
     if npm is None:
         raise LlmttError(

@@ -152,10 +152,10 @@ class _Capture:
         """The output decoded, "\\r\\n" made "\\n", with a marker where bytes were left out."""
         tail = bytes(self.tail[-self.half :]) if self.half else b""
         cut = self.size - len(self.head) - len(tail)
-        head = _decode(bytes(self.head))
         if cut <= 0:
             return _decode(bytes(self.head) + tail)
-        return f"{head}\n[... {cut} bytes of output cut by llmtt ...]\n{_decode(tail)}"
+        marker = f"\n[... {cut} bytes of output cut by llmtt ...]\n"
+        return _decode(bytes(self.head)) + marker + _decode(tail)
 
 
 def _decode(data: bytes) -> str:
@@ -357,14 +357,17 @@ def _family(root: int, *, deep: bool, keep: Callable[[_Proc], bool] | None = Non
     children lists of those processes alone, not from a scan of every process on the machine
     (which is done only where the kernel keeps no children lists)."""
     kids: Callable[[int], list[_Proc]]
-    if _children(root) is None:
+    top = _children(root)
+    if top is None:
         by_parent: dict[int, list[_Proc]] = {}
         for proc in _processes():
             by_parent.setdefault(proc.ppid, []).append(proc)
         kids = lambda pid: by_parent.get(pid, [])  # noqa: E731
+        first = kids(root)
     else:
         kids = _child_stats
-    todo = [p for p in kids(root) if keep is None or keep(p)]
+        first = _stats(top)
+    todo = [p for p in first if keep is None or keep(p)]
     found: dict[int, _Proc] = {}
     while todo:
         proc = todo.pop()
@@ -376,7 +379,11 @@ def _family(root: int, *, deep: bool, keep: Callable[[_Proc], bool] | None = Non
 
 
 def _child_stats(pid: int) -> list[_Proc]:
-    return [p for p in map(_read_stat, _children(pid) or []) if p is not None]
+    return _stats(_children(pid) or [])
+
+
+def _stats(pids: list[int]) -> list[_Proc]:
+    return [p for p in map(_read_stat, pids) if p is not None]
 
 
 def _read_stat(pid: int) -> _Proc | None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from llmtt.errors import LlmttError
-
 
 def agents(args: argparse.Namespace) -> int:
     from llmtt.agents import install
@@ -15,12 +13,7 @@ def agents(args: argparse.Namespace) -> int:
     if args.action == "install":
         dest = args.dir or (install.project_dir(root) if args.into_project else install.user_dir())
         names = args.names or list(install.CLI_AGENTS)
-        unknown = [n for n in names if n not in install.CLI_AGENTS]
-        if unknown:
-            raise LlmttError(
-                f"agents install: unknown agent {unknown[0]!r}; installable: "
-                f"{', '.join(install.CLI_AGENTS)}"
-            )
+        install.check_names(names)  # before anything is installed
         for name in names:
             print(f"installing {install.pinned(name)} into {dest / name}", flush=True)
             found = install.install(name, dest)

@@ -286,6 +286,45 @@ class RunDefaults(Strict):
     )
 
 
+class ExecutorSpec(Strict):
+    """Where the agent and evaluate layers of runs are carried out (`doit run executor=NAME`
+    overrides `kind`). Where a run is carried out is not part of its keys."""
+
+    kind: Literal["local", "ray"] = Field(
+        "local",
+        description='"local": in this machine\'s doit process and its workers; "ray": on the '
+        "nodes of a Ray cluster, planned, keyed and recorded here (pip install 'llmtt[ray]').",
+    )
+    address: str | None = Field(
+        None,
+        description='ray: the cluster to join ("host:port" of its head, as ray.init takes it); '
+        "unset: RAY_ADDRESS, else a cluster started on this machine, else a new local one.",
+    )
+    max_in_flight: int = Field(
+        8, ge=1, description="ray: runs under way at once (doit's -n, in threads, overrides it)."
+    )
+    num_cpus: float = Field(1, ge=0, description="ray: the CPUs one run's layer holds on a node.")
+    resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="ray: other resources one run's layer holds (custom node resources).",
+    )
+    runtime_env: dict[str, Any] = Field(
+        default_factory=dict,
+        description="ray: the job's runtime_env (e.g. pip, env_vars) as ray.init takes it.",
+    )
+    max_in_flight_per_model: dict[str, Annotated[int, Field(ge=1)]] = Field(
+        default_factory=dict,
+        description="ray: at most this many runs of a model under way at once (a provider's "
+        "rate limit), by the model's name in the matrix.",
+    )
+    exclude: list[str] = Field(
+        default_factory=list,
+        description="ray: more names (glob patterns) of files and folders of the project folder "
+        "not to send to the nodes, besides the results folder, .git, node_modules, virtualenvs "
+        "and caches.",
+    )
+
+
 class Config(Strict):
     """The whole of `llmtt.toml`."""
 
@@ -317,6 +356,9 @@ class Config(Strict):
     )
     run: RunDefaults = Field(
         default_factory=RunDefaults, description="Defaults of the scenarios' limits."
+    )
+    executor: ExecutorSpec = Field(
+        default_factory=ExecutorSpec, description="Where runs are carried out (local or Ray)."
     )
     evaluators: dict[str, Annotated[str, StringConstraints(pattern=r"^[\w.]+:[\w.]+$")]] = Field(
         default_factory=dict,

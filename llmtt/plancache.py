@@ -31,7 +31,7 @@ from llmtt.selection import Selection
 if TYPE_CHECKING:
     from llmtt.plan import Plan, Run
 
-FORMAT = 2
+FORMAT = 3
 RESULTS_DEFAULT = "llm-tool-test-results"  # [paths] results when llmtt.toml does not set it
 KEEP = 32  # cached plans kept per project (one per selection); the oldest go first
 
@@ -68,6 +68,7 @@ class TaskPlan:
     budget_max_usd: float | None
     runs: list[RunSpec]
     aggregate_key: Key
+    executor: dict[str, Any]  # [executor], as plain JSON
 
     @classmethod
     def of(cls, plan: Plan) -> TaskPlan:
@@ -77,6 +78,7 @@ class TaskPlan:
             plan.project.config.budget.max_usd,
             [RunSpec.of(run) for run in plan.runs],
             plan.aggregate_key,
+            plan.project.config.executor.model_dump(),
         )
 
     def task_names(self) -> set[str]:
@@ -115,6 +117,7 @@ class TaskPlan:
             "results_dir": self.results_dir,
             "budget_max_usd": self.budget_max_usd,
             "aggregate_key": self.aggregate_key,
+            "executor": self.executor,
             "keys": table,
             "runs": runs,
         }
@@ -127,7 +130,13 @@ class TaskPlan:
             RunSpec(rid, d, label, agent, judge, {k: table[i] for k, i in keys.items()}, path)
             for rid, d, label, agent, judge, keys, path in data["runs"]
         ]
-        return cls(data["results_dir"], data["budget_max_usd"], runs, data["aggregate_key"])
+        return cls(
+            data["results_dir"],
+            data["budget_max_usd"],
+            runs,
+            data["aggregate_key"],
+            data["executor"],
+        )
 
 
 def load(root: Path, selection: Selection) -> tuple[TaskPlan, Plan | None]:

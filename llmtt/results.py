@@ -7,6 +7,7 @@ import errno
 import fcntl
 import json
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -240,16 +241,17 @@ def _catch_up(path: Path, handle: BinaryIO) -> None:
     handle.seek(0, os.SEEK_END)
 
 
-# One connection per results.db and process (a forked doit worker opens its own), by (process,
+# One connection per results.db and thread (a forked doit worker opens its own; so does each
+# thread of a `-P thread` run, as SQLite connections stay in their thread), by (process, thread,
 # path): opened again when the file was replaced or deleted, and the schema made again when
 # another hand changed it (SQLite's schema_version moved).
-_CONNECTIONS: dict[tuple[int, str], tuple[int, int, sqlite3.Connection]] = {}
+_CONNECTIONS: dict[tuple[int, int, str], tuple[int, int, sqlite3.Connection]] = {}
 
 
 def _connection(db: Path) -> sqlite3.Connection:
     import sqlite3
 
-    key = (os.getpid(), str(db))
+    key = (os.getpid(), threading.get_ident(), str(db))
     cached = _CONNECTIONS.get(key)
     try:
         inode = os.stat(db).st_ino

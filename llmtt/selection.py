@@ -9,7 +9,17 @@ from dataclasses import dataclass
 from llmtt.errors import LlmttError
 
 # Every `name=value` llmtt reads from a doit command line; any other name is a typo.
-VARIABLES = ("scenario", "tag", "tier", "agent", "model", "variant", "repeats", "budget")
+VARIABLES = (
+    "scenario",
+    "tag",
+    "tier",
+    "agent",
+    "model",
+    "variant",
+    "repeats",
+    "budget",
+    "executor",
+)
 
 
 @dataclass(frozen=True)
@@ -26,7 +36,8 @@ class Selection:
 
     @classmethod
     def from_variables(cls, values: Mapping[str, str]) -> Selection:
-        """The selection a doit command line's variables make (`budget` is read elsewhere)."""
+        """The selection a doit command line's variables make (`budget` and `executor` are read
+        elsewhere)."""
         for name in sorted(values):
             if name not in VARIABLES:
                 raise LlmttError(

@@ -305,6 +305,40 @@ def _ledger() -> Ledger | None:
 
 
 LEDGER = _ledger()
+
+
+def _executor() -> str:
+    """Where this invocation carries out the layers of its runs: `executor=` on the command
+    line, else [executor] kind. With Ray, doit runs the layers' actions in threads, each
+    waiting for its layer on the cluster (`-n`, else [executor] max_in_flight, of them)."""
+    kind = get_var("executor", None) or TASKS.executor["kind"]
+    problem = None
+    if kind not in ("local", "ray"):
+        problem = f"executor={kind} is not an executor (use executor=local or executor=ray)"
+    elif kind == "ray" and COMMAND == "run":
+        import importlib.util
+
+        argv = sys.argv[1:]
+        if importlib.util.find_spec("ray") is None:
+            problem = "executor=ray needs Ray on this machine: pip install 'llmtt[ray]'"
+        elif (
+            "process" in argv
+            and any(a in ("-P", "--parallel-type") for a in argv)
+            or ("--parallel-type=process" in argv)
+        ):
+            problem = (
+                "executor=ray waits for its runs from threads of this process: leave out "
+                "-P process (-n N alone sets how many runs are under way)"
+            )
+        DOIT_CONFIG["num_process"] = TASKS.executor["max_in_flight"]
+        DOIT_CONFIG["par_type"] = "thread"
+    if problem:
+        sys.stderr.write(f"llmtt: {problem}\n")
+        raise SystemExit(2)
+    return str(kind)
+
+
+EXECUTOR = _executor()
 # doit's executed-only lines (thousands of up-to-date ones would bury what happened), and
 # llmtt's line per run with the session's spend; `--reporter NAME` still picks another.
 DOIT_CONFIG["reporter"] = ProgressReporter.configure(
@@ -466,13 +500,16 @@ def _agent_action(spec: RunSpec) -> dict[str, Any]:
         except BudgetExhausted as exc:
             # Recorded as a run not carried out, so the reports list it; it stays pending.
             refusal = str(exc)
-    guard = LEDGER.guard(key) if LEDGER is not None and amount is not None else None
-    try:
-        record = execute_run(project, run, session_budget=guard, refusal=refusal)
-    finally:
-        if LEDGER is not None and amount is not None:
-            events = run.dir / "events.jsonl"  # absent when the run broke off: cost unknown
-            LEDGER.settle(key, events_cost(events) if events.exists() else None, amount)
+    if EXECUTOR == "ray" and refusal is None:
+        record = _remote_agent(project, run, spec, amount)
+    else:
+        guard = LEDGER.guard(key) if LEDGER is not None and amount is not None else None
+        try:
+            record = execute_run(project, run, session_budget=guard, refusal=refusal)
+        finally:
+            if LEDGER is not None and amount is not None:
+                events = run.dir / "events.jsonl"  # absent when the run broke off: cost unknown
+                LEDGER.settle(key, events_cost(events) if events.exists() else None, amount)
     values: dict[str, Any] = {"status": record["status"]}
     if record["status"] == "error":
         # Carried on to evaluate, report (which fails the run with the reason) and aggregate,
@@ -483,29 +520,17 @@ def _agent_action(spec: RunSpec) -> dict[str, Any]:
     return values
 
 
-class _Purse:
-    """The session ledger, for a run's evaluators that call a model."""
-
-    def __init__(self, ledger: Ledger, run_id: str) -> None:
-        self.ledger = ledger
-        self.prefix = f"{run_id}:evaluate:"
-
-    def hold(self, name: str, amount: float) -> None:
-        """Hold `amount` (BudgetExhausted when the budget cannot cover it)."""
-        self.ledger.reserve(self.prefix + name, amount)
-
-    def settle(self, name: str, cost: float | None, held: float) -> None:
-        """Record what was spent; the hold goes."""
-        self.ledger.settle(self.prefix + name, cost, held)
-
-
 @_guarded
 def _evaluate_action(spec: RunSpec) -> dict[str, Any]:
     from llmtt.evaluation.evaluate import evaluate_run
+    from llmtt.remote import LedgerPurse
 
     project, run = _run(spec)
-    purse = _Purse(LEDGER, run.run_id) if LEDGER is not None else None
-    record = evaluate_run(project, run, purse)
+    if EXECUTOR == "ray":
+        record = _remote_evaluate(project, run, spec)
+    else:
+        purse = LedgerPurse(LEDGER, run.run_id) if LEDGER is not None else None
+        record = evaluate_run(project, run, purse)
     if record is not None and record["outcome"] != "error":
         print(f"llmtt: {run.run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
     values: dict[str, Any] = {"status": "ok"}
@@ -521,6 +546,61 @@ def _evaluate_action(spec: RunSpec) -> dict[str, Any]:
         DOIT_CONFIG["dep_file"], f"{run.run_id}:evaluate", _saved(spec, "evaluate", values), deps
     )
     return values
+
+
+def _remote_job(layer: str, project: Project, run: Run, spec: RunSpec) -> tuple[Any, Any]:
+    """The cluster (joined at the first layer sent) and the job of one layer of a run."""
+    from doit import doit_cmd
+
+    from llmtt import raycluster
+    from llmtt.remote import PASSED_ENV, Job
+
+    cluster = raycluster.cluster(TASKS.executor, ROOT, RESULTS, LEDGER)
+    scenario = Path(spec.scenario_file)
+    if not scenario.is_relative_to(ROOT):
+        raise LlmttError(
+            f"executor=ray sends the project folder {ROOT} to the nodes, and the scenario file "
+            f"{scenario} is outside it"
+        )
+    words = {
+        k: v for k, v in (doit_cmd._CMDLINE_VARS or {}).items() if k not in ("budget", "executor")
+    }
+    job = Job(
+        layer=layer,
+        run_id=run.run_id,
+        scenario=scenario.relative_to(ROOT).as_posix(),
+        keys=spec.keys,
+        versions={"agent": run.agent_version, "target": run.target_version},
+        selection=words,
+        project=cluster.digest,
+        env={name: os.environ.get(name) for name in PASSED_ENV},
+    )
+    return cluster, job
+
+
+def _remote_agent(project: Project, run: Run, spec: RunSpec, held: float | None) -> Any:
+    """The agent layer of a run on the Ray cluster."""
+    from llmtt import raycluster
+
+    cluster, job = _remote_job("agent", project, run, spec)
+    key = f"{run.run_id}:agent"
+    return raycluster.agent_layer(
+        cluster,
+        job,
+        project,
+        run,
+        LEDGER,
+        held,
+        lambda: _reserve(run, key, functools.partial(_agent_cost_hold, project)),
+    )
+
+
+def _remote_evaluate(project: Project, run: Run, spec: RunSpec) -> Any:
+    """The evaluate layer of a run on the Ray cluster."""
+    from llmtt import raycluster
+
+    cluster, job = _remote_job("evaluate", project, run, spec)
+    return raycluster.evaluate_layer(cluster, job, project, run)
 
 
 def _saved(spec: RunSpec, layer: str, values: dict[str, Any] | None = None) -> dict[str, Any]:

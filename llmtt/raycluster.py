@@ -99,11 +99,13 @@ class LedgerProxy:
         ray.get(self.actor.settle.remote(key, cost, fallback))
 
 
-def _remote_carry_out(job: Job, archive: bytes, ledger: LedgerProxy | None) -> dict[str, Any]:
+def _remote_carry_out(
+    job: Job, archive: bytes, ledger: LedgerProxy | None, keys: dict[str, str]
+) -> dict[str, Any]:
     import socket
 
     node = f"ray:{ray.get_runtime_context().get_node_id()[:12]}@{socket.gethostname()}"
-    return carry_out(job, archive, ledger, node)
+    return carry_out(job, archive, ledger, node, keys)
 
 
 def _probe(job: Job, archive: bytes) -> dict[str, Any]:
@@ -128,8 +130,15 @@ def _probe(job: Job, archive: bytes) -> dict[str, Any]:
 class Cluster:
     """This invocation's connection to the cluster (one per controller process)."""
 
-    def __init__(self, settings: dict[str, Any], project: tuple[str, bytes], ledger: Any) -> None:
+    def __init__(
+        self,
+        settings: dict[str, Any],
+        project: tuple[str, bytes],
+        ledger: Any,
+        key_names: list[str],
+    ) -> None:
         self.settings = settings
+        self.key_names = key_names
         self.digest = project[0]
         self.archive = ray.put(project[1])
         self.ledger: LedgerProxy | None = None
@@ -183,8 +192,12 @@ class Cluster:
 
     def carry_out(self, job: Job) -> dict[str, Any]:
         """One attempt at a layer on the cluster: what the node sent back; Lost when the
-        cluster lost it, LlmttError when the layer failed there."""
-        ref = self.task.remote(job, self.archive, self.ledger)
+        cluster lost it, LlmttError when the layer failed there.
+
+        The keys go as an argument of their own: small, it travels inside the task's message
+        and is never put in the object store (which may spill to a node's disk)."""
+        keys = {n: os.environ[n] for n in self.key_names if os.environ.get(n)}
+        ref = self.task.remote(job, self.archive, self.ledger, keys)
         try:
             result: dict[str, Any] = ray.get(ref)
             return result
@@ -214,7 +227,9 @@ _CLUSTER: Cluster | None = None
 _LOCK = threading.Lock()
 
 
-def cluster(settings: dict[str, Any], root: Path, results: Path, ledger: Any) -> Cluster:
+def cluster(
+    settings: dict[str, Any], root: Path, results: Path, ledger: Any, key_names: list[str]
+) -> Cluster:
     """This process's connection to the cluster, made at the first layer that needs it."""
     global _CLUSTER
     with _LOCK:
@@ -239,7 +254,7 @@ def cluster(settings: dict[str, Any], root: Path, results: Path, ledger: Any) ->
                     f"cannot join the Ray cluster at {where}: {exc} (set [executor] address, or "
                     "RAY_ADDRESS, to the head's host:port)"
                 ) from None
-            _CLUSTER = Cluster(settings, project, ledger)
+            _CLUSTER = Cluster(settings, project, ledger, key_names)
         return _CLUSTER
 
 

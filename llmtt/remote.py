@@ -53,6 +53,22 @@ PROJECT_LIMIT = 512 * 1024 * 1024  # bytes of project files sent to the nodes, a
 # The variables of the controller's invocation that a layer reads: the switch for paid runs
 # (the node's own setting never counts), the invocation's label, the default judge.
 PASSED_ENV = ("LLMTT_ENABLED", "LLMTT_LABEL", "LLMTT_JUDGE")
+# The key variables a layer may read, sent when the controller has them (a node's own serve
+# otherwise): the agent CLIs' own, besides each model's api_key_env and each agent's pass_env.
+KEY_ENV = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "CODEX_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GOOGLE_GENERATIVE_AI_API_KEY",
+    "GEMINI_API_KEY",
+    "GROQ_API_KEY",
+    "MISTRAL_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "XAI_API_KEY",
+)
 KEPT_BUNDLES_SECS = 24 * 3600  # a node removes unpacked projects unused for this long
 
 
@@ -254,11 +270,18 @@ def _forget_old(bundles: Path, keep: Path) -> None:
             pass
 
 
+def key_names(config: Any) -> list[str]:
+    """The variables holding keys that a project's layers may read."""
+    names = [m.api_key_env for m in config.models.values() if m.api_key_env]
+    names += [n for a in config.agents.values() for n in a.pass_env]
+    return sorted(set(names) | set(KEY_ENV))
+
+
 @contextmanager
-def _passed_env(env: dict[str, str | None]) -> Iterator[None]:
-    """The controller's LLMTT_* variables in place of this node's, while a layer works (a Ray
-    worker carries out one task at a time)."""
-    saved = {name: os.environ.get(name) for name in PASSED_ENV}
+def _passed_env(env: dict[str, str | None], keys: dict[str, str]) -> Iterator[None]:
+    """While a layer works (a Ray worker carries out one task at a time): the controller's
+    LLMTT_* variables in place of this node's, and the keys the controller has."""
+    saved = {name: os.environ.get(name) for name in (*PASSED_ENV, *keys)}
     try:
         for name in PASSED_ENV:
             value = env.get(name)
@@ -266,6 +289,7 @@ def _passed_env(env: dict[str, str | None]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+        os.environ.update(keys)
         yield
     finally:
         for name, value in saved.items():
@@ -275,10 +299,12 @@ def _passed_env(env: dict[str, str | None]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def carry_out(job: Job, archive: bytes, ledger: Ledger | None, node: str) -> dict[str, Any]:
-    """On a node (`node` names it in run.json): carry out one layer of one run; return the
-    run folder and what the layer appended to the results store. Raises RemoteError when the
-    node's plan differs."""
+def carry_out(
+    job: Job, archive: bytes, ledger: Ledger | None, node: str, keys: dict[str, str]
+) -> dict[str, Any]:
+    """On a node (`node` names it in run.json): carry out one layer of one run with the
+    controller's `keys` in its environment; return the run folder and what the layer appended
+    to the results store. Raises RemoteError when the node's plan differs."""
     from llmtt.invocation import watchdog
 
     # The processes a run starts end with this worker, however it ends (Ray may kill it).
@@ -286,7 +312,7 @@ def carry_out(job: Job, archive: bytes, ledger: Ledger | None, node: str) -> dic
     root = unpacked(job.project, archive)
     task = Path(".llmtt-remote") / secrets.token_hex(8)
     try:
-        with _passed_env(job.env):
+        with _passed_env(job.env, keys):
             return _carry_out(job, root, task, ledger, node)
     finally:
         shutil.rmtree(root / task, ignore_errors=True)

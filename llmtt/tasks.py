@@ -553,9 +553,9 @@ def _remote_job(layer: str, project: Project, run: Run, spec: RunSpec) -> tuple[
     from doit import doit_cmd
 
     from llmtt import raycluster
-    from llmtt.remote import PASSED_ENV, Job
+    from llmtt.remote import PASSED_ENV, Job, key_names
 
-    cluster = raycluster.cluster(TASKS.executor, ROOT, RESULTS, LEDGER)
+    cluster = raycluster.cluster(TASKS.executor, ROOT, RESULTS, LEDGER, key_names(project.config))
     scenario = Path(spec.scenario_file)
     if not scenario.is_relative_to(ROOT):
         raise LlmttError(

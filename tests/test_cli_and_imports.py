@@ -42,8 +42,9 @@ def test_validate_error_exit_code(project: Project, capsys: pytest.CaptureFixtur
     assert "llmtt.toml:2: matrix.repeats" in capsys.readouterr().err
 
 
-def test_task_list_loads_without_heavy_modules(project: Project) -> None:
-    project.write("llmtt.toml", GIT_TOML)
+@pytest.mark.parametrize("executor", ["", '\n[executor]\nkind = "ray"\n'])
+def test_task_list_loads_without_heavy_modules(project: Project, executor: str) -> None:
+    project.write("llmtt.toml", GIT_TOML + executor)
     project.write(
         "scenarios/a.yaml",
         "task: {prompt: x}\nsolution: [git init]\nevaluation:\n  gates:\n"
@@ -51,7 +52,7 @@ def test_task_list_loads_without_heavy_modules(project: Project) -> None:
     )
     probe = (
         "import sys, llmtt.tasks as t; t.task_llmtt and list(t.task_llmtt()); "
-        "heavy = {'litellm', 'jinja2', 'pexpect', 'ptyprocess', 'openai', 'httpx'}; "
+        "heavy = {'litellm', 'jinja2', 'pexpect', 'ptyprocess', 'openai', 'httpx', 'ray'}; "
         "print(sorted(heavy & set(sys.modules)))"
     )
     proc = subprocess.run(

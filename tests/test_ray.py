@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -183,6 +184,83 @@ def test_a_real_agent_cli_on_the_scripted_model_matches_local(
     assert found[0] == found[1], _diff(found[0], found[1])
     (run,) = found[1].values()
     assert run["outcome"] == "pass"
+
+
+PAID_TOML = """\
+[target]
+binary = "echo"
+
+[models.paid]
+litellm = "openai/paid"
+api_base = "{url}/v1"
+api_key_env = "PAID_KEY"
+input_usd_per_mtok = 1.0
+output_usd_per_mtok = 10.0
+
+[matrix]
+agents = ["litellm"]
+models = ["paid"]
+repeats = 4
+
+[budget]
+max_usd = {budget}
+"""
+
+# A paid provider stood in for at the wire, inside the cluster's network namespace: 21 turns,
+# about $0.046 a run.
+PROVIDER = (
+    "import time; from llmtt.scripted import ScriptedServer\n"
+    "s = ScriptedServer([f'sleep 0.2; echo {i}' for i in range(20)]).start()\n"
+    "print(s.url, flush=True); time.sleep(600)\n"
+)
+
+
+def _paid_project(root: Path, url: str, budget: float) -> Project:
+    project = Project(root)
+    project.write("llmtt.toml", PAID_TOML.format(url=url, budget=budget))
+    scenario = "task: {prompt: Count.}\nrun: {max_turns: 30}\n"
+    project.write("scenarios/capped.yaml", scenario + "cost: {max_usd: 0.02}\n")
+    project.write("scenarios/uncapped.yaml", scenario)
+    return project
+
+
+def _spent(project: Project) -> tuple[float, float]:
+    """What the runs' usage events add up to, and the dearest single request."""
+    spent = dearest = 0.0
+    for events in project.results().glob("*/litellm-paid/r*/events.jsonl"):
+        for line in events.read_text().splitlines():
+            event = json.loads(line)
+            if event["event"] == "usage":
+                spent += event["cost_usd"]
+                dearest = max(dearest, event["cost_usd"])
+    return spent, dearest
+
+
+def test_paid_runs_on_ray_keep_to_the_budget_held_on_the_controller(
+    cluster: RayCluster, tmp_path: Path
+) -> None:
+    provider = cluster.popen([sys.executable, "-c", PROVIDER], cwd=tmp_path)
+    try:
+        assert provider.stdout is not None
+        url = provider.stdout.readline().strip()
+        limit = 0.1
+        project = _paid_project(tmp_path / "paid", url, limit)
+        # The nodes have LLMTT_ENABLED=1 of their own: only the controller's switch counts.
+        refused = ray_doit(cluster, project, "-n", "4", PAID_KEY="k")
+        assert refused.returncode != 0
+        assert _spent(project) == (0.0, 0.0)
+        record = project.json("capped/litellm-paid/r1/run.json")
+        assert "set LLMTT_ENABLED=1" in record["error"], record
+        done = ray_doit(cluster, project, "-n", "4", PAID_KEY="k", LLMTT_ENABLED="1")
+        spent, dearest = _spent(project)
+        # As on one machine: the total passes the budget by at most one turn of each run under
+        # way, or a capped run's own limit; some runs are refused and stay pending.
+        assert 0 < spent <= limit + max(0.02, 4 * dearest), (spent, done.stdout + done.stderr)
+        assert "budget exhausted" in done.stdout + done.stderr
+        assert done.returncode != 0
+    finally:
+        provider.kill()
+        provider.wait()
 
 
 def _slow_project(root: Path, runs: int, secs: float) -> Project:

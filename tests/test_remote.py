@@ -1,0 +1,174 @@
+"""What a Ray node is sent and what comes back (llmtt/remote.py), without a cluster: the project
+archive leaves out what it must, a returned archive cannot write outside its folder, and a
+landing cut short leaves the layer pending, never half-written."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from llmtt import remote
+from llmtt.errors import LlmttError
+from llmtt.remote import RemoteError, land, pack_dir, pack_project, unpack, unpacked
+
+
+def _names(archive: bytes) -> set[str]:
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        return {m.name for m in tar.getmembers()}
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_the_project_archive_leaves_out_results_vcs_packages_and_exclusions(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "proj"
+    _tree(
+        root,
+        {
+            "llmtt.toml": "",
+            "scenarios/a.yaml": "task: {prompt: x}\n",
+            "scenarios/fixtures/a/data.txt": "data",
+            "results/a/run.json": "{}",
+            ".git/HEAD": "ref",
+            "node_modules/x/index.js": "",
+            ".venv/bin/python": "",
+            "scenarios/__pycache__/m.pyc": "",
+            "big/blob.bin": "x",
+            "notes/keep.md": "",
+        },
+    )
+    (root / "scenarios" / "fixtures" / "a" / "link").symlink_to("data.txt")
+    digest, archive = pack_project(root, root / "results", ["big", "notes/*.md"])
+    names = _names(archive)
+    assert {"llmtt.toml", "scenarios/a.yaml", "scenarios/fixtures/a/data.txt"} <= names
+    assert "scenarios/fixtures/a/link" in names  # a fixture's link travels as a link
+    for left_out in ("results", ".git", "node_modules", ".venv", "__pycache__", "big"):
+        assert not [n for n in names if left_out in n.split("/")], (left_out, names)
+    assert "notes/keep.md" not in names
+    # The digest names the content: the same folder packs to the same archive.
+    assert pack_project(root, root / "results", ["big", "notes/*.md"])[0] == digest
+
+
+def test_a_project_too_large_to_send_names_the_file_and_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "proj"
+    _tree(root, {"llmtt.toml": "", "scenarios/fixtures/huge.bin": "x" * 4096})
+    monkeypatch.setattr(remote, "PROJECT_LIMIT", 1024)
+    with pytest.raises(LlmttError) as caught:
+        pack_project(root, root / "results", [])
+    assert "scenarios/fixtures/huge.bin" in str(caught.value)
+    assert "[executor] exclude" in str(caught.value)
+
+
+def _archive(entries: list[tarfile.TarInfo]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for info in entries:
+            tar.addfile(info, io.BytesIO(b"x" * info.size) if info.isfile() else None)
+    return buffer.getvalue()
+
+
+def _file(name: str) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size = 1
+    return info
+
+
+def _link(name: str, target: str) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.SYMTYPE
+    info.linkname = target
+    return info
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        [_file("../outside")],
+        [_file("/etc/llmtt-outside")],
+        [_link("workspace/out", str(Path("/tmp"))), _file("workspace/out/written-through")],
+    ],
+    ids=["dot-dot", "absolute", "through-its-own-link"],
+)
+def test_a_returned_archive_cannot_write_outside_its_folder(
+    tmp_path: Path, entries: list[tarfile.TarInfo]
+) -> None:
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with pytest.raises((RemoteError, tarfile.FilterError)):
+        unpack(_archive(entries), dest)
+    assert not (tmp_path / "outside").exists()
+    assert not Path("/etc/llmtt-outside").exists()
+    assert not Path("/tmp/written-through").exists()
+
+
+def test_an_agents_own_links_in_the_workspace_land_as_links(tmp_path: Path) -> None:
+    src = tmp_path / "run"
+    (src / "workspace").mkdir(parents=True)
+    (src / "workspace" / "passwd").symlink_to("/etc/passwd")
+    (src / "run.json").write_text("{}")
+    dest = tmp_path / "landed"
+    land(pack_dir(src), dest, first=["run.json"], last="run.json")
+    assert os.readlink(dest / "workspace" / "passwd") == "/etc/passwd"
+
+
+def test_a_landing_cut_short_leaves_the_layer_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "node"
+    _tree(src, {"run.json": '{"new": 1}', "events.jsonl": "new\n", "workspace/a.txt": "new"})
+    run_dir = tmp_path / "results" / "run"
+    _tree(run_dir, {"run.json": '{"old": 1}', "events.jsonl": "old\n", "workspace/a.txt": "old"})
+    real = os.replace
+    calls = []
+
+    def failing(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> None:
+        calls.append(Path(b).name)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real(a, b)
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(OSError):
+        land(pack_dir(src), run_dir, first=["run.json"], last="run.json")
+    # The old run.json went first: nothing marks the layer done, so it stays pending.
+    assert not (run_dir / "run.json").exists()
+    assert calls[0] != "run.json"
+    assert [p.name for p in run_dir.parent.iterdir()] == ["run"]  # no landing folder left
+    monkeypatch.setattr(os, "replace", real)
+    assert land(pack_dir(src), run_dir, first=["run.json"], last="run.json") == [
+        "events.jsonl",
+        "run.json",
+        "workspace",
+    ]
+    assert (run_dir / "run.json").read_text() == '{"new": 1}'
+    assert (run_dir / "workspace" / "a.txt").read_text() == "new"
+
+
+def test_a_node_unpacks_a_project_once_and_forgets_old_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLMTT_REMOTE_DIR", str(tmp_path / "node"))
+    root = tmp_path / "proj"
+    _tree(root, {"llmtt.toml": "", "scenarios/a.yaml": "x"})
+    digest, archive = pack_project(root, root / "results", [])
+    old = tmp_path / "node" / "projects" / "0ld"
+    old.mkdir(parents=True)
+    os.utime(old, (time.time() - 2 * remote.KEPT_BUNDLES_SECS,) * 2)
+    first = unpacked(digest, archive)
+    assert (first / "scenarios" / "a.yaml").read_text() == "x"
+    (first / "marker").write_text("")
+    assert unpacked(digest, archive) == first and (first / "marker").exists()
+    assert not old.exists()

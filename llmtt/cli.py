@@ -22,6 +22,7 @@ DOIT_VARIABLES = {
     "variant": "replace the matrix's variants ('none' lays no files): doit run variant=v1,v2",
     "repeats": "replace the number of repeats of each run: doit run repeats=5",
     "budget": "spend at most this many USD in this invocation: doit run budget=2",
+    "executor": "where runs are carried out, local or ray (a Ray cluster): doit run executor=ray",
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import sys
 import time
@@ -282,6 +283,37 @@ def _slow_project(root: Path, runs: int, secs: float) -> Project:
         """,
     )
     return project
+
+
+def _sleeps(cluster: RayCluster) -> set[int]:
+    """The solution commands under way on the cluster's nodes."""
+    pids = cluster.node_pids(0) | cluster.node_pids(1)
+    return {pid for pid in pids if _cmdline(pid).startswith(b"sleep")}
+
+
+def test_a_controller_stopped_mid_run_leaves_nothing_running_on_the_nodes(
+    cluster: RayCluster, tmp_path: Path
+) -> None:
+    project = _slow_project(tmp_path / "stopped", runs=6, secs=30)
+    started = cluster.popen(
+        [DOIT, "run", "executor=ray", "-n", "4"], cwd=project.root, PATH=cluster.controller_path
+    )
+    deadline = time.time() + 120
+    while len(_sleeps(cluster)) < 2:
+        assert time.time() < deadline and started.poll() is None, started.communicate()
+        time.sleep(0.05)
+    started.send_signal(signal.SIGTERM)
+    out, err = started.communicate(timeout=60)
+    assert started.returncode != 0
+    assert "terminated (SIGTERM)" in err, out + err
+    # Ray ends the stopped controller's tasks; each node's watchdog, what they started.
+    deadline = time.time() + 30
+    while _sleeps(cluster):
+        assert time.time() < deadline, [_cmdline(p) for p in _sleeps(cluster)]
+        time.sleep(0.2)
+    # Nothing was landed half-way: no run is marked done, none has a landing folder left.
+    assert not list(project.results().rglob("run.json"))
+    assert not list(project.results().rglob(".*landing*"))
 
 
 def test_a_node_lost_mid_run_loses_no_finished_run(cluster: RayCluster, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import GIT_TOML, Project
 
 from llmtt import remote
 from llmtt.errors import LlmttError
@@ -172,3 +173,25 @@ def test_a_node_unpacks_a_project_once_and_forgets_old_ones(
     (first / "marker").write_text("")
     assert unpacked(digest, archive) == first and (first / "marker").exists()
     assert not old.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["executor=cloud"],
+            "executor=cloud is not an executor (use executor=local or executor=ray)",
+        ),
+        (["executor=ray", "-n", "2", "-P", "process"], "leave out -P process"),
+    ],
+)
+def test_an_executor_mistake_is_one_line_before_anything_runs(
+    project: Project, args: list[str], said: str
+) -> None:
+    project.write("llmtt.toml", GIT_TOML)
+    project.write("scenarios/a.yaml", "task: {prompt: x}\nsolution: [git init -q]\n")
+    done = project.doit("run", *args)
+    assert done.code == 2, done.out + done.err
+    assert done.err.strip().splitlines() == [f"llmtt: {done.err.strip()[7:]}"]
+    assert said in done.err
+    assert not (project.results() / "a").exists()

@@ -238,6 +238,12 @@ def cluster(
 
             project = pack_project(root, results, settings["exclude"])
             address = settings["address"] or os.environ.get("RAY_ADDRESS") or None
+            if address is not None and address.startswith("ray://"):
+                raise LlmttError(
+                    f"executor=ray joins the cluster as a driver, not as a Ray Client ({address}): "
+                    "make this machine a node of the cluster (`ray start --address=HEAD:6379 "
+                    "--num-cpus=0`) and give the head's host:port"
+                )
             try:
                 ray.init(
                     address=address,

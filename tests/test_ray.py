@@ -187,6 +187,28 @@ def test_a_real_agent_cli_on_the_scripted_model_matches_local(
     assert run["outcome"] == "pass"
 
 
+def test_runs_of_a_model_keep_within_its_limit_in_flight(
+    cluster: RayCluster, tmp_path: Path
+) -> None:
+    project = Project(tmp_path / "limited")
+    project.write(
+        "llmtt.toml",
+        '[target]\nbinary = "sleep"\n\n[matrix]\nagents = ["litellm"]\nmodels = ["scripted"]\n'
+        "repeats = 4\n\n[executor]\nmax_in_flight_per_model = { scripted = 1 }\n",
+    )
+    project.write("scenarios/wait.yaml", "task: {prompt: Wait.}\nsolution: [sleep 1]\n")
+    done = ray_doit(cluster, project, "-n", "4")
+    assert done.returncode == 0, done.stdout + done.stderr
+    spans = []
+    for events in project.results().glob("wait/litellm-scripted/r*/events.jsonl"):
+        stamps = [json.loads(line)["ts"] for line in events.read_text().splitlines()]
+        spans.append((min(stamps), max(stamps)))
+    assert len(spans) == 4
+    spans.sort()
+    # One run of the model at a time: each starts after the one before it ended.
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), spans
+
+
 PAID_TOML = """\
 [target]
 binary = "echo"

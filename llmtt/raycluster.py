@@ -190,14 +190,15 @@ class Cluster:
                 return f"{where} cannot carry out this plan: {found['problem']}"
         return None
 
-    def carry_out(self, job: Job) -> dict[str, Any]:
-        """One attempt at a layer on the cluster: what the node sent back; Lost when the
-        cluster lost it, LlmttError when the layer failed there.
+    def carry_out(self, job: Job, budgeted: bool) -> dict[str, Any]:
+        """One attempt at a layer on the cluster (`budgeted`: it draws on the session budget):
+        what the node sent back; Lost when the cluster lost it, LlmttError when the layer
+        failed there.
 
         The keys go as an argument of their own: small, it travels inside the task's message
         and is never put in the object store (which may spill to a node's disk)."""
         keys = {n: os.environ[n] for n in self.key_names if os.environ.get(n)}
-        ref = self.task.remote(job, self.archive, self.ledger, keys)
+        ref = self.task.remote(job, self.archive, self.ledger if budgeted else None, keys)
         try:
             result: dict[str, Any] = ray.get(ref)
             return result
@@ -244,6 +245,8 @@ def cluster(
                     "make this machine a node of the cluster (`ray start --address=HEAD:6379 "
                     "--num-cpus=0`) and give the head's host:port"
                 )
+            if address is not None and address != "auto":
+                _reachable(address)
             try:
                 ray.init(
                     address=address,
@@ -264,6 +267,22 @@ def cluster(
         return _CLUSTER
 
 
+def _reachable(address: str, timeout: float = 10.0) -> None:
+    """LlmttError at once when nothing answers at the head's host:port (Ray itself would keep
+    trying for minutes)."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except (OSError, ValueError) as exc:
+        raise LlmttError(
+            f"no Ray cluster answers at {address} ({exc}): start its head (`ray start --head`), "
+            "or set [executor] address (or RAY_ADDRESS) to the head's host:port"
+        ) from None
+
+
 _SLOTS: dict[str, threading.BoundedSemaphore] = {}
 
 
@@ -278,7 +297,7 @@ def _slot(settings: dict[str, Any], model: str | None) -> threading.BoundedSemap
 
 
 def _attempts(
-    c: Cluster, job: Job, model: str | None, lost: Callable[[str], bool]
+    c: Cluster, job: Job, model: str | None, budgeted: bool, lost: Callable[[str], bool]
 ) -> dict[str, Any]:
     """The layer carried out on the cluster, sent once more when the cluster lost it and
     `lost(why)` (told of each loss) allows it."""
@@ -293,7 +312,7 @@ def _attempts(
         if slot is not None:
             slot.acquire()
         try:
-            return c.carry_out(job)
+            return c.carry_out(job, budgeted)
         except Lost as exc:
             if not lost(str(exc)):
                 raise LlmttError(
@@ -336,7 +355,7 @@ def agent_layer(
             ledger.settle(key, None, held)
             held = None
         if len(lost) > 1:
-            return False
+            raise _LostTwice(f"the Ray cluster lost the agent layer twice ({why})")
         print(f"llmtt: {run.run_id}: lost by the Ray cluster ({why}); sent once more")
         try:
             held = hold_again()
@@ -347,9 +366,13 @@ def agent_layer(
 
     try:
         try:
-            result = _attempts(c, job, run.model, again)
+            result = _attempts(c, job, run.model, held is not None, again)
         except _Refused:
             record = execute_run(project, run, refusal=refusal[0])
+            result = None
+        except _LostTwice as exc:
+            # Recorded as a run not carried out, so the reports list it; it stays pending.
+            record = execute_run(project, run, refusal=str(exc))
             result = None
         if result is not None:
             land(result["files"], run.dir, first=["run.json"], last="run.json")
@@ -366,6 +389,10 @@ def agent_layer(
 
 class _Refused(Exception):
     """No money left for another attempt at a lost run."""
+
+
+class _LostTwice(Exception):
+    """The cluster lost both attempts at a layer."""
 
 
 def evaluate_layer(c: Cluster, job: Job, project: Any, run: Any) -> dict[str, Any] | None:
@@ -385,7 +412,7 @@ def evaluate_layer(c: Cluster, job: Job, project: Any, run: Any) -> dict[str, An
         return True
 
     job = replace(job, run_files=pack_dir(run.dir))
-    result = _attempts(c, job, None, again)
+    result = _attempts(c, job, None, True, again)
     land(
         result["files"],
         run.dir,

@@ -555,7 +555,13 @@ def _remote_job(layer: str, project: Project, run: Run, spec: RunSpec) -> tuple[
     from llmtt import raycluster
     from llmtt.remote import PASSED_ENV, Job, key_names
 
-    cluster = raycluster.cluster(TASKS.executor, ROOT, RESULTS, LEDGER, key_names(project.config))
+    try:
+        cluster = raycluster.cluster(
+            TASKS.executor, ROOT, RESULTS, LEDGER, key_names(project.config)
+        )
+    except LlmttError as exc:
+        # No layer can go anywhere: the invocation ends on this one line.
+        raise SystemExit(_console(f"llmtt: {exc}")) from None
     scenario = Path(spec.scenario_file)
     if not scenario.is_relative_to(ROOT):
         raise LlmttError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import socket
 import tarfile
 import time
 from pathlib import Path
@@ -195,3 +196,17 @@ def test_an_executor_mistake_is_one_line_before_anything_runs(
     assert done.err.strip().splitlines() == [f"llmtt: {done.err.strip()[7:]}"]
     assert said in done.err
     assert not (project.results() / "a").exists()
+
+
+def test_no_cluster_at_the_address_is_one_line_at_once(project: Project) -> None:
+    with socket.socket() as probe:  # a port on 127.0.0.1 that nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    project.write("llmtt.toml", GIT_TOML + f'\n[executor]\naddress = "127.0.0.1:{port}"\n')
+    project.write("scenarios/a.yaml", "task: {prompt: x}\nsolution: [git init -q]\n")
+    started = time.monotonic()
+    done = project.doit("run", "executor=ray", timeout=60)
+    assert done.code == 1 and time.monotonic() - started < 30, done.out + done.err
+    (line,) = [x for x in done.err.splitlines() if x.startswith("llmtt:")]
+    assert f"no Ray cluster answers at 127.0.0.1:{port}" in line and "ray start --head" in line
+    assert not (project.results() / "a" / "oracle" / "r1" / "run.json").exists()

@@ -6,7 +6,8 @@ on those queries. And it writes what ran only when doit exits normally: a `doit 
 SIGKILL (or the OOM killer, or a closed laptop) forgot every run it had finished, and the next
 invocation paid for them again. This backend keeps doit's file format and table, loads every
 row at once at the first lookup, and commits each change as doit makes it (write-ahead log,
-so a commit costs a log append, not a sync of the whole file). It is registered under the
+so a commit costs a log append, not a sync of the whole file), a task's saved success as one
+commit. It is registered under the
 `doit.BACKEND` entry point `llmtt-sqlite3`; doit imports every backend plugin at start-up, so
 this module imports nothing but doit's own.
 """
@@ -45,6 +46,7 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
             )
             raise SystemExit(2) from None
         self._loaded = False
+        self._saving: str | None = None  # the task whose success doit is saving
 
     def _load(self) -> None:
         self._loaded = True
@@ -64,20 +66,34 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
         return data
 
     def set(self, task_id: str, dependency: str, value: Any) -> None:
-        """Store one value of a task and commit the task's row at once."""
+        """Store one value of a task and commit the task's row: at once, except while doit
+        saves a task's success (its values first, its file list last), committed whole at
+        that last value: one commit a task instead of one a value."""
         if not self._loaded:
             self._load()  # the row is rewritten whole: start from what the file holds
+        if self._saving not in (None, task_id):
+            self._write(self._saving)  # another task's save that stopped short
         super().set(task_id, dependency, value)
+        if dependency == "_values_:":
+            self._saving = task_id
+        elif self._saving != task_id or dependency == "deps:":
+            self._write(task_id)
+
+    def _write(self, task_id: str) -> None:
         self._conn.execute(
             "INSERT OR REPLACE INTO doit VALUES (?, ?)",
             (task_id, self.codec.encode(self._cache[task_id])),
         )
         self._conn.commit()
         self._dirty.discard(task_id)
+        if self._saving == task_id:
+            self._saving = None
 
     def remove(self, task_id: str) -> None:
         """Forget a task's saved values, at once."""
         super().remove(task_id)
+        if self._saving == task_id:
+            self._saving = None
         self._conn.commit()
 
     def in_(self, task_id: str) -> bool:

@@ -113,6 +113,36 @@ def test_every_change_is_on_disk_at_once_without_a_dump(tmp_path: Path) -> None:
     assert not PreloadedSqliteDB(str(path), JSONCodec()).in_("a:agent")
 
 
+def test_a_saved_success_is_one_commit_and_whole_on_disk(tmp_path: Path) -> None:
+    """doit saves a task's success as a run of values (its values first, its file list last):
+    the row is committed once, whole, at the last; a save cut short is written by the next
+    change or the dump."""
+    from doit.dependency import Dependency, MD5Checker
+    from doit.task import Task
+
+    deps = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    for dep in deps:
+        dep.write_text(dep.name)
+    path = tmp_path / "deps.sqlite3"
+    manager = Dependency(PreloadedSqliteDB, str(path), checker_cls=MD5Checker)
+    statements: list[str] = []
+    manager.backend._conn.set_trace_callback(statements.append)
+    task = Task("t", None, file_dep=[str(d) for d in deps])
+    task.values = {"status": "ok"}
+    manager.save_success(task)
+    assert [s for s in statements if s.upper().startswith("COMMIT")] == ["COMMIT"]
+    other = PreloadedSqliteDB(str(path), JSONCodec())  # what a kill right now leaves
+    assert other.get("t", "_values_:") == {"status": "ok"}
+    assert sorted(other.get("t", "deps:")) == [str(d) for d in deps]
+    assert other.get("t", str(deps[1]))[1] == len("b.txt")
+    # A save that stops short (its file list never set) is written by the next change.
+    manager.backend.set("u", "_values_:", {"status": "ok"})
+    assert not PreloadedSqliteDB(str(path), JSONCodec()).in_("u")
+    manager.backend.set("v", "ignore:", "1")
+    again = PreloadedSqliteDB(str(path), JSONCodec())
+    assert again.get("u", "_values_:") == {"status": "ok"} and again.get("v", "ignore:") == "1"
+
+
 def test_a_worker_records_its_values_into_the_row_doit_will_save(tmp_path: Path) -> None:
     path = tmp_path / "deps.sqlite3"
     _written(path)

@@ -28,6 +28,7 @@ MASK = "[REDACTED]"
 GRAM = 8
 ANCHOR = GRAM // 2
 CACHED_LENGTH = 1024  # Redactor.value remembers the masked form of strings up to this long
+CACHED_COUNT = 100_000  # ... and at most this many of them (forgotten all at once past it)
 
 _SECRET_PARTS = frozenset(
     "KEY KEYS APIKEY TOKEN TOKENS SECRET SECRETS PASSWORD PASSWD PASS PASSPHRASE "
@@ -102,7 +103,20 @@ class Redactor:
     @classmethod
     def of(cls, project: Project) -> Redactor:
         """The redactor of a project: every env table of its llmtt.toml and scenarios, and the
-        variables its models read their keys from."""
+        variables its models read their keys from. Made once per project and environment (a
+        run asks for it about ten times), again when the process environment changed."""
+        environ = tuple(sorted(os.environ.items()))
+        shared = _SHARED.get(id(project))
+        if shared is not None and shared[0] is project and shared[1] == environ:
+            return shared[2]
+        made = cls._of(project)
+        if len(_SHARED) >= 8:
+            _SHARED.clear()
+        _SHARED[id(project)] = (project, environ, made)
+        return made
+
+    @classmethod
+    def _of(cls, project: Project) -> Redactor:
         from llmtt.config import TargetSpec
 
         config = project.config
@@ -143,11 +157,15 @@ class Redactor:
         if done is None:
             done = self(text)
             if len(text) <= CACHED_LENGTH:  # long texts rarely repeat; they would only pile up
+                if len(self._done) >= CACHED_COUNT:  # a redactor shared by thousands of runs
+                    self._done.clear()
                 self._done[text] = done
         return done
 
 
 _PLAIN = frozenset({int, float, bool})
+# The redactors made by `Redactor.of`, by project: (project, environment, redactor).
+_SHARED: dict[int, tuple[Project, tuple[tuple[str, str], ...], Redactor]] = {}
 
 
 class _Values:

@@ -231,3 +231,26 @@ def test_a_large_text_is_redacted_in_well_under_a_second() -> None:
     out = redact(text)
     assert out.endswith(" " + MASK)
     assert time.perf_counter() - started < 1.0
+
+
+def test_a_projects_redactor_is_made_once_and_again_when_the_environment_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llmtt.project import load_project
+
+    (tmp_path / "scenarios").mkdir()
+    (tmp_path / "llmtt.toml").write_text(
+        '[models.m]\nlitellm = "openai/m"\napi_key_env = "MY_KEY"\n'
+    )
+    monkeypatch.setenv("MY_KEY", "first-key-0123456789")
+    project = load_project(tmp_path)
+    first = Redactor.of(project)
+    assert Redactor.of(project) is first
+    assert first("a first-key-0123456789 b") == f"a {MASK} b"
+    # A key set later (a Ray node's layer gets the controller's): a new redactor masks it.
+    monkeypatch.setenv("MY_KEY", "second-key-9876543210")
+    second = Redactor.of(project)
+    assert second is not first
+    assert second("a second-key-9876543210 b") == f"a {MASK} b"
+    # Another project (even one equal to it) has its own.
+    assert Redactor.of(load_project(tmp_path)) is not second

@@ -125,6 +125,11 @@ def clip(text: str, limit: int = MAX_TEXT) -> str:
     return f"{text[:half]}\n[... {cut} characters cut by llmtt ...]\n{text[-half:]}"
 
 
+_PLAIN = frozenset({int, float, bool})
+# json.dumps(record, ensure_ascii=False), its encoder made once rather than once an event
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+
+
 class EventWriter:
     """Appends events to a file, one JSON line each, flushed as they happen.
 
@@ -144,9 +149,14 @@ class EventWriter:
         if field is not None and isinstance(record.get(field), str):
             record[field] = clip(record[field])
         if self._redact:
-            # The field names are llmtt's own: only the values can hold a secret.
-            record = {k: self._redact.value(v) for k, v in record.items()}
-        self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            # The field names are llmtt's own, and so are `ts` and `event`: only the other
+            # values, texts or what holds them, can hold a secret.
+            value = self._redact.value
+            for key in fields:
+                item = record[key]  # clipped already, where it is long
+                if item is not None and type(item) not in _PLAIN:
+                    record[key] = value(item)
+        self._handle.write(_ENCODE(record) + "\n")
         self._handle.flush()
 
 

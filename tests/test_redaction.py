@@ -3,6 +3,8 @@ and no mask on what only looks like a secret (commit ids, ordinary words, paths)
 
 from __future__ import annotations
 
+import io
+import json
 import random
 import string
 import time
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from llmtt.events import MAX_TEXT, EventWriter
 from llmtt.redaction import GRAM, MASK, Redactor, secret_name
 
 TOKEN = "Zq7x9LmP2wRt5vBn8Kc3Yh6D"
@@ -254,3 +257,31 @@ def test_a_projects_redactor_is_made_once_and_again_when_the_environment_changes
     assert second("a second-key-9876543210 b") == f"a {MASK} b"
     # Another project (even one equal to it) has its own.
     assert Redactor.of(load_project(tmp_path)) is not second
+
+
+def test_an_event_is_masked_in_every_value_nested_or_clipped_and_nothing_else_changes() -> None:
+    out = io.StringIO()
+    writer = EventWriter(out, Redactor({"API_TOKEN": TOKEN}))
+    long = "x" * MAX_TEXT + TOKEN + "y" * MAX_TEXT  # the middle, with the token, is cut
+    writer.emit(
+        "tool_result",
+        id="c1",
+        output=f"{TOKEN}{long}{TOKEN}",
+        exit_code=0,
+        duration_s=1.5,
+        error=None,
+        extra={"argv": ["curl", "-H", f"Bearer {TOKEN}"], "ok": True},
+    )
+    text = out.getvalue()
+    assert TOKEN[:GRAM] not in text
+    event = json.loads(text)
+    assert event["output"].startswith(MASK + "x") and event["output"].endswith("y" + MASK)
+    assert "characters cut by llmtt" in event["output"]
+    assert event["extra"] == {"argv": ["curl", "-H", f"Bearer {MASK}"], "ok": True}
+    assert (event["id"], event["exit_code"], event["duration_s"], event["error"]) == (
+        "c1",
+        0,
+        1.5,
+        None,
+    )
+    assert event["event"] == "tool_result" and isinstance(event["ts"], float)

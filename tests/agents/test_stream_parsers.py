@@ -39,6 +39,7 @@ from llmtt.agents.runner import READ_SIZE
 from llmtt.config import ModelSpec
 from llmtt.evaluation.usage import run_usage
 from llmtt.events import MAX_TEXT, EventWriter, Usage
+from llmtt.redaction import MASK, Redactor
 from llmtt.scenario import Scenario
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -529,3 +530,31 @@ def test_a_long_tool_result_line_keeps_its_head_and_tail_in_the_event_log(
     assert events[index]["output"] == (
         f"{whole[:half]}\n[... {cut} characters cut by llmtt ...]\n{whole[-half:]}"
     )
+
+
+def test_the_event_log_of_each_recording_with_planted_secrets_is_as_recorded() -> None:
+    """The whole event log, byte for byte but for `ts`, of each git recording with a key planted
+    in a tool result and a cut of it in a command: what the events of a run look like is a
+    contract (docs/metrics.md), and a faster writer must not change one of them. The expected
+    file was written by the writer that redacted every value of every event."""
+    secret = "sk-ant-golden-0123456789abcdef"
+    expected = json.loads((DATA / "git-recordings.redacted-events.json").read_text())
+    for kind in KINDS:
+        raw = (DATA / f"{kind}.transcript.raw.txt").read_bytes()
+        raw = raw.replace(b"usage: git", b"usage: git " + secret.encode())
+        raw = raw.replace(b"git init -q .", b"git init -q " + secret.encode()[:20])
+        out = io.StringIO()
+        writer = EventWriter(out, Redactor({"ANTHROPIC_API_KEY": secret}))
+        parser = make_parser(kind, writer, SCRIPTED_PRICING, None)
+        lines = LineBuffer(parser)
+        for start in range(0, len(raw), 4096):
+            lines.feed(raw[start : start + 4096])
+        lines.flush()
+        parser.poll()
+        parser.finish()
+        text = out.getvalue()
+        assert secret[:12] not in text
+        assert text.count(MASK) == 2, kind
+        events = [json.loads(line) for line in text.splitlines()]
+        assert all(isinstance(event.pop("ts"), float) for event in events)
+        assert events == expected[kind], kind

@@ -45,6 +45,11 @@ def read_yaml(path: Path) -> tuple[Any, dict[Loc, int]]:
         lines = _YamlScan(path).scan(text)
         data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
     except yaml.MarkedYAMLError as exc:
+        if "nesting depth" in str(exc.problem) and _Loader is not yaml.SafeLoader:
+            # The libyaml of PyYAML 6.0.4 refuses past 1,000 levels while it reads ahead, before
+            # the scan sees a level; PyYAML's own parser reads ahead less, so the scan refuses
+            # at its level, naming the field.
+            _YamlScan(path).scan(text, yaml.SafeLoader)
         mark = exc.problem_mark
         line = mark.line + 1 if mark is not None else None
         raise ConfigError.one(path, f"invalid YAML: {exc.problem}", line=line) from None
@@ -80,10 +85,10 @@ class _YamlScan:
         self.sizes: dict[str, int] = {}  # anchor -> values it expands to
         self.total = 0
 
-    def scan(self, text: str) -> dict[Loc, int]:
+    def scan(self, text: str, loader: Any = _Loader) -> dict[Loc, int]:
         """Scan `text`; return the line map (ConfigError for what is refused)."""
         documents = 0
-        for event in yaml.parse(text, Loader=_Loader):
+        for event in yaml.parse(text, Loader=loader):
             if isinstance(event, yaml.DocumentStartEvent):
                 documents += 1
                 if documents > 1:

@@ -29,6 +29,7 @@ GRAM = 8
 ANCHOR = GRAM // 2
 CACHED_LENGTH = 1024  # Redactor.value remembers the masked form of strings up to this long
 CACHED_COUNT = 100_000  # ... and at most this many of them (forgotten all at once past it)
+FINGERPRINT_ROUNDS = 100_000  # PBKDF2 rounds of Redactor.fingerprint: ~40 ms here
 
 _SECRET_PARTS = frozenset(
     "KEY KEYS APIKEY TOKEN TOKENS SECRET SECRETS PASSWORD PASSWD PASS PASSPHRASE "
@@ -97,7 +98,8 @@ class Redactor:
         values = {os.environ[n].strip() for n in names if n in os.environ}
         for env in (os.environ, *envs):
             values.update(v.strip() for n, v in env.items() if secret_name(n))
-        self._values = _compile(frozenset(v for v in values if secret_value(v)))
+        self._secrets = frozenset(v for v in values if secret_value(v))
+        self._values = _compile(self._secrets)
         self._done: dict[str, str] = {}
 
     @classmethod
@@ -127,6 +129,14 @@ class Redactor:
         envs += [t.env for t in inline if isinstance(t, TargetSpec)]
         names = [m.api_key_env for m in config.models.values() if m.api_key_env]
         return cls(*envs, names=names)
+
+    def fingerprint(self, salt: bytes) -> str:
+        """What tells this redactor's secrets from another set, safe to keep in a file: a slow
+        salted hash of all of them, so that a weak one cannot be guessed from it."""
+        import hashlib
+
+        joined = "\0".join(sorted(self._secrets)).encode()
+        return hashlib.pbkdf2_hmac("sha256", joined, salt, FINGERPRINT_ROUNDS).hex()
 
     def __call__(self, text: str) -> str:
         """`text` with secrets masked."""

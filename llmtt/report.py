@@ -154,10 +154,14 @@ def report_data(rows: list[dict[str, Any]], selection: str, generated_at: str) -
 def aggregate(plan: Plan) -> dict[str, Any]:
     """Write report.json, report.md, report.html and junit.xml over every run of the plan;
     return their data (redacted, like every file it goes into)."""
+    from llmtt.reportcache import rows_and_panels
+
     project = plan.project
     sync_results_db(project.results_dir / "results.jsonl")  # after a kill between the two
     redact = Redactor.of(project)
-    rows = [_row(run) for run in plan.runs]
+    made = rows_and_panels(project.results_dir, plan.runs, redact, _row_and_panel)
+    rows = [_expectation(run, row) for run, (row, _) in zip(plan.runs, made, strict=True)]
+    details = {run.run_id: panel for run, (_, panel) in zip(plan.runs, made, strict=True)}
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     data: dict[str, Any] = report_data(rows, plan.selection.describe(), now)
     baseline = project.root / project.config.paths.baseline
@@ -165,18 +169,20 @@ def aggregate(plan: Plan) -> dict[str, Any]:
     if blessed is not None:
         data["baseline"] = str(baseline.relative_to(project.root))
         data["regressions"] = regressions(rows, blessed, project.config.regressions)
-    data = redact.value(data)
+    # The rows are redacted already, and what is made of them holds the selection and the
+    # baseline besides.
+    data = {k: v if k == "runs" else redact.value(v) for k, v in data.items()}
     results = project.results_dir
     trend = redact.value(history(results / "results.db", blessed))
     write_json(results / "report.json", data, compact=True)  # `data` is redacted above
     write_text(results / "junit.xml", junit(data["runs"]), redact)
-    write_text(results / "report.html", _html(project, plan, data, redact, trend), redact)
+    write_text(results / "report.html", _html(project, data, details, trend), redact)
     write_text(results / "report.md", render(project, "report.md.j2", **data), redact)
     return data
 
 
 def _html(
-    project: Project, plan: Plan, data: dict[str, Any], redact: Redactor, trend: dict[str, Any]
+    project: Project, data: dict[str, Any], details: dict[str, Any], trend: dict[str, Any]
 ) -> str:
     """report.html: one self-contained file (inline CSS, SVG charts and a small sort script)."""
     import jinja2
@@ -188,7 +194,6 @@ def _html(
     )
     env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
     _add_filters(env)
-    details = {run.run_id: _details(run, redact) for run in plan.runs}
     charts = {"pass_rate": pass_rate_bars(data["groups"]), "cost": cost_vs_pass(data["groups"])}
     try:
         return str(
@@ -216,9 +221,15 @@ PANEL_METRICS = (
 )
 
 
-def _details(run: Run, redact: Redactor) -> dict[str, Any]:
+def _row_and_panel(run: Run) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A run's row (its result.json, or what is known of a run not evaluated) and its panel;
+    neither redacted yet."""
+    return _row(run), _details(run)
+
+
+def _details(run: Run) -> dict[str, Any]:
     """A run's panel: interaction metrics, gate results, failed tool calls, the event timeline
-    (failed calls marked), the transcript's end (redacted)."""
+    (failed calls marked), the transcript's end."""
 
     from llmtt.agents.cli import strip_ansi
 
@@ -232,19 +243,13 @@ def _details(run: Run, redact: Redactor) -> dict[str, Any]:
         out["metrics"] = {name: metrics.get(name) for name in PANEL_METRICS}
     evaluated = metrics.get("evaluators")
     if evaluated:
-        out["evaluators"] = redact.value(
-            {k: evaluated[k] for k in ("overall_score", "results", "errors")}
-        )
+        out["evaluators"] = {k: evaluated[k] for k in ("overall_score", "results", "errors")}
     events = run.dir / "events.jsonl"
     if events.exists():
         listed = read_jsonl(events)
-        out["timeline"] = [
-            {**entry, "text": redact(entry["text"])} for entry in _timeline(listed[:400])
-        ]
+        out["timeline"] = _timeline(listed[:400])
         out["failed_calls"] = [
-            {**call, "command": redact(call["command"])}
-            for call in _paired_calls(listed)
-            if call["exit_code"] not in (0, None)
+            call for call in _paired_calls(listed) if call["exit_code"] not in (0, None)
         ]
     transcript = run.dir / "transcript.raw.txt"
     if transcript.exists():
@@ -255,7 +260,7 @@ def _details(run: Run, redact: Redactor) -> dict[str, Any]:
             # From a line's start: a line cut in the middle may show the end of a key whose
             # shape, at its start, was what gave it away.
             text = text[-4000:].partition("\n")[2] or text[-4000:]
-        out["transcript"] = redact(text)
+        out["transcript"] = text
     return out
 
 
@@ -329,21 +334,18 @@ def junit(rows: list[dict[str, Any]]) -> str:
 def _row(run: Run) -> dict[str, Any]:
     path = run.dir / "result.json"
     if not path.exists():
-        return _expectation(
-            run,
-            {
-                **run.identity(),
-                "outcome": "missing",
-                "outcome_reason": "not evaluated",
-                "gates_passed": 0,
-                "gates_total": 0,
-                "metrics": {},
-                "cost_usd": None,
-                "duration_secs": None,
-            },
-        )
+        return {
+            **run.identity(),
+            "outcome": "missing",
+            "outcome_reason": "not evaluated",
+            "gates_passed": 0,
+            "gates_total": 0,
+            "metrics": {},
+            "cost_usd": None,
+            "duration_secs": None,
+        }
     record: dict[str, Any] = read_json(path)
-    return _expectation(run, record)
+    return record
 
 
 def _expectation(run: Run, row: dict[str, Any]) -> dict[str, Any]:

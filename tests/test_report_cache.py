@@ -1,0 +1,98 @@
+"""The aggregate keeps each run's report row and panel (llmtt/reportcache.py): a report made from
+what it kept equals one made afresh; a run whose result.json is written again gets a new panel
+and only it; a secret known only later is masked in what was kept before; a damaged cache is
+left aside and made again."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+from conftest import GIT_TOML, Project
+
+from llmtt.redaction import MASK
+
+TOKEN = "Zq7x9LmP2wRt5vBn8Kc3Yh6D"  # no key shape: masked only once a variable holds it
+SCENARIO = """\
+task: {prompt: x}
+solution: [git init -q ., 'git comit', 'echo said-%s']
+evaluation:
+  gates:
+    - {type: file_exists, path: .git/HEAD}
+"""
+
+
+def suite(project: Project, scenarios: int = 3, said: str = "hello") -> None:
+    project.write("llmtt.toml", GIT_TOML + "\n[matrix]\nrepeats = 2\n")
+    for index in range(scenarios):
+        project.write(f"scenarios/s{index}.yaml", SCENARIO % said)
+    ran = project.doit("run", "-n", "2")
+    assert ran.code == 0, ran.out + ran.err
+
+
+def aggregate(project: Project, env: dict[str, str] | None = None) -> tuple[str, str]:
+    """report.html and report.json made again, their time of making left out."""
+    (project.results() / "report.html").unlink()
+    ran = project.doit("run", "aggregate", env=env)
+    assert ran.code == 0 and ran.executed() == ["aggregate"], ran.out + ran.err
+    html = (project.results() / "report.html").read_text()
+    report = json.loads((project.results() / "report.json").read_text())
+    report.pop("generated_at")
+    return re.sub(r"\d{4}-\d\d-\d\dT[\d:]+\+00:00", "", html), json.dumps(report)
+
+
+def cache(project: Project) -> Path:
+    return project.results() / ".llmtt-cache" / "report-runs.db"
+
+
+def kept(project: Project) -> dict[str, str]:
+    with sqlite3.connect(cache(project)) as conn:
+        return dict(conn.execute("SELECT run_id, panel FROM runs").fetchall())
+
+
+def test_a_report_from_the_kept_panels_equals_one_made_afresh(project: Project) -> None:
+    suite(project)
+    assert len(kept(project)) == 6
+    from_cache = aggregate(project)
+    cache(project).unlink()
+    afresh = aggregate(project)
+    assert from_cache == afresh
+    assert "$ git comit" in afresh[0] and "said-hello" in afresh[0]
+    assert len(kept(project)) == 6
+
+
+def test_only_a_run_whose_result_is_written_again_gets_a_new_panel(project: Project) -> None:
+    suite(project)
+    run = project.results() / "s0/oracle/r1"
+    other = project.results() / "s1/oracle/r1"
+    for folder in (run, other):  # what the panel shows, changed under the cache
+        events = folder / "events.jsonl"
+        events.write_text(events.read_text().replace("git comit", "git cmmit"))
+    html, _ = aggregate(project)
+    assert "git cmmit" not in html  # kept: neither result.json was written again
+    result = run / "result.json"
+    result.write_text(result.read_text())  # written again, as its task does
+    html, _ = aggregate(project)
+    assert html.count('<li class="failed">$ git cmmit</li>') == 1  # that run's panel only
+    assert "git cmmit" in kept(project)["s0/oracle/r1"]
+
+
+def test_a_secret_known_only_later_is_masked_in_the_panels_kept(project: Project) -> None:
+    suite(project, said=TOKEN)
+    html, report = aggregate(project)
+    assert TOKEN in html and TOKEN in "".join(kept(project).values())  # not known as a secret
+    html, report = aggregate(project, env={"DEPLOY_TOKEN": TOKEN})
+    assert TOKEN[:10] not in html and TOKEN[-10:] not in html and f"said-{MASK}" in html
+    assert TOKEN[:10] not in cache(project).read_bytes().decode("utf-8", "replace")
+    assert len(kept(project)) == 6
+
+
+def test_a_damaged_cache_is_left_aside_and_made_again(project: Project) -> None:
+    suite(project)
+    expected = aggregate(project)
+    cache(project).write_bytes(b"not a database, but a file written over it\n" * 100)
+    assert aggregate(project) == expected
+    assert aggregate(project) == expected
+    assert len(kept(project)) == 6

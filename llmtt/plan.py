@@ -134,6 +134,7 @@ def build_plan(project: Project, selection: Selection, *, part: bool = False) ->
         "runs": hash_value([r.run_id for r in runs]),
         "template": _template_key(project, "report.md.j2"),
         "html": _template_key(project, "report.html.j2"),
+        "html_run": _template_key(project, "report-run.html.j2"),
         "llmtt": __version__,
     }
     # The reports read each outcome against its scenario's `expect`: editing it re-writes them

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 import os
 from collections import defaultdict
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from llmtt.atomic import read_json, read_jsonl, write_json, write_text
 from llmtt.baseline import group_label, regressions
 from llmtt.errors import LlmttError
 from llmtt.evaluation.outcome import as_expected, verdict
+from llmtt.hashing import hash_file
 from llmtt.plan import Plan, Run
 from llmtt.project import Project
 from llmtt.redaction import Redactor
@@ -154,14 +157,24 @@ def report_data(rows: list[dict[str, Any]], selection: str, generated_at: str) -
 def aggregate(plan: Plan) -> dict[str, Any]:
     """Write report.json, report.md, report.html and junit.xml over every run of the plan;
     return their data (redacted, like every file it goes into)."""
-    from llmtt.reportcache import rows_and_panels
+    from llmtt.reportcache import report_runs
 
     project = plan.project
     sync_results_db(project.results_dir / "results.jsonl")  # after a kill between the two
     redact = Redactor.of(project)
-    made = rows_and_panels(project.results_dir, plan.runs, redact, _row_and_panel)
-    rows = [_expectation(run, row) for run, (row, _) in zip(plan.runs, made, strict=True)]
-    details = {run.run_id: panel for run, (_, panel) in zip(plan.runs, made, strict=True)}
+    env = _html_environment(project.templates_dir)
+    panel = env.get_template("report-run.html.j2")
+    made = report_runs(
+        project.results_dir,
+        plan.runs,
+        redact,
+        _row_and_panel,
+        lambda row, details: str(panel.render(r=row, d=details)),
+        _template_id(project, "report-run.html.j2"),
+    )
+    rows = [m.row for m in made]
+    details = _Panels({run.run_id: m.panel for run, m in zip(plan.runs, made, strict=True)})
+    run_panels = "".join(m.html for m in made)
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     data: dict[str, Any] = report_data(rows, plan.selection.describe(), now)
     baseline = project.root / project.config.paths.baseline
@@ -176,33 +189,78 @@ def aggregate(plan: Plan) -> dict[str, Any]:
     trend = redact.value(history(results / "results.db", blessed))
     write_json(results / "report.json", data, compact=True)  # `data` is redacted above
     write_text(results / "junit.xml", junit(data["runs"]), redact)
-    write_text(results / "report.html", _html(project, data, details, trend), redact)
+    html = _html(project, data, details, run_panels, trend)
+    write_text(results / "report.html", html, redact)
     write_text(results / "report.md", render(project, "report.md.j2", **data), redact)
     return data
 
 
 def _html(
-    project: Project, data: dict[str, Any], details: dict[str, Any], trend: dict[str, Any]
+    project: Project,
+    data: dict[str, Any],
+    details: Mapping[str, Any],
+    run_panels: str,
+    trend: dict[str, Any],
 ) -> str:
-    """report.html: one self-contained file (inline CSS, SVG charts and a small sort script)."""
+    """report.html: one self-contained file (inline CSS, SVG charts and a small sort script).
+    `run_panels`: the runs' panels, each rendered from `report-run.html.j2` (and kept)."""
     import jinja2
+    from markupsafe import Markup
 
     from llmtt.charts import cost_vs_pass, pass_rate_bars
 
-    loader = jinja2.ChoiceLoader(
-        [jinja2.FileSystemLoader(project.templates_dir), jinja2.FileSystemLoader(PACKAGE_TEMPLATES)]
-    )
-    env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
-    _add_filters(env)
+    env = _html_environment(project.templates_dir)
     charts = {"pass_rate": pass_rate_bars(data["groups"]), "cost": cost_vs_pass(data["groups"])}
     try:
         return str(
             env.get_template("report.html.j2").render(
-                **data, details=details, charts=charts, history=trend
+                **data,
+                details=details,
+                run_panels=Markup(run_panels),
+                charts=charts,
+                history=trend,
             )
         )
     except jinja2.TemplateError as exc:
         raise LlmttError(f"report.html.j2: template error: {exc}") from None
+
+
+@functools.cache
+def _html_environment(templates_dir: Path) -> Any:
+    """The environment of report.html and its runs' panels (escaping what it shows)."""
+    import jinja2
+
+    loader = jinja2.ChoiceLoader(
+        [jinja2.FileSystemLoader(templates_dir), jinja2.FileSystemLoader(PACKAGE_TEMPLATES)]
+    )
+    env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+    _add_filters(env)
+    return env
+
+
+def _template_id(project: Project, name: str) -> str:
+    """What tells the template of that name that renders (the project's own, else llmtt's) from
+    another: its content's hash."""
+    own = project.templates_dir / name
+    return hash_file(own if own.is_file() else PACKAGE_TEMPLATES / name)
+
+
+class _Panels(Mapping[str, Any]):
+    """Each run's panel by run id, read from its JSON when a template asks for it: the default
+    report.html shows the panels already rendered, so 10,000 of them are not decoded for
+    nothing (a template of the project's own may still read `details`)."""
+
+    def __init__(self, panels: dict[str, str]) -> None:
+        self._panels = panels
+
+    def __getitem__(self, run_id: str) -> Any:
+        return json.loads(self._panels[run_id])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._panels)
+
+    def __len__(self) -> int:
+        return len(self._panels)
 
 
 # The interaction metrics a run's panel shows, by their metrics.json names (DESIGN.md).
@@ -222,9 +280,9 @@ PANEL_METRICS = (
 
 
 def _row_and_panel(run: Run) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A run's row (its result.json, or what is known of a run not evaluated) and its panel;
-    neither redacted yet."""
-    return _row(run), _details(run)
+    """A run's row (its result.json, or what is known of a run not evaluated, read against its
+    scenario's `expect`) and its panel; neither redacted yet."""
+    return _expectation(run, _row(run)), _details(run)
 
 
 def _details(run: Run) -> dict[str, Any]:
@@ -357,30 +415,52 @@ def _expectation(run: Run, row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    # One pass over the rows (a report of 10,000 runs sums them for every group, scenario and
+    # tag).
     counts: dict[str, int] = defaultdict(int)
-    for row in rows:
-        counts[row["outcome"]] += 1
+    costs: list[float] = []
+    judge_costs: list[float] = []
+    gates_passed: float = 0
+    gates_total: float = 0
+    names = ("tool_calls_ok", "tool_calls_error", "turns", "input_tokens", "output_tokens")
+    totals = dict.fromkeys(names, 0)
+    done = failed_as_expected = passed_unexpectedly = 0
+    duration: float = 0
+    for r in rows:
+        outcome = r["outcome"]
+        counts[outcome] += 1
+        duration += r["duration_secs"] or 0
+        if r.get("cost_usd") is not None:
+            costs.append(r["cost_usd"])
+        judge = r.get("judge")
+        if judge and judge.get("cost_usd"):
+            judge_costs.append(judge["cost_usd"])
+        if outcome not in ("pass", "fail"):
+            continue
+        done += 1
+        # Weighted (bashkit-eval's overall rate); records written before weights count each
+        # gate 1.
+        gates_passed += r.get("gates_score", r.get("gates_passed")) or 0
+        gates_total += r.get("gates_max", r.get("gates_total")) or 0
+        metrics = r.get("metrics") or {}
+        for name in names:
+            totals[name] += int(metrics.get(name) or 0)
+        if r.get("expect") == "fail":
+            if as_expected(r):
+                failed_as_expected += 1
+            else:
+                passed_unexpectedly += 1
     evaluated = counts["pass"] + counts["fail"]
-    costs = [r["cost_usd"] for r in rows if r.get("cost_usd") is not None]
-    costs += [r["judge"]["cost_usd"] for r in rows if (r.get("judge") or {}).get("cost_usd")]
-    done = [r for r in rows if r["outcome"] in ("pass", "fail")]
-    # Weighted (bashkit-eval's overall rate); records written before weights count each gate 1.
-    gates_passed = sum(r.get("gates_score", r.get("gates_passed")) or 0 for r in done)
-    gates_total = sum(r.get("gates_max", r.get("gates_total")) or 0 for r in done)
-
-    def total(name: str) -> int:
-        return sum(int((r.get("metrics") or {}).get(name) or 0) for r in done)
-
-    calls_ok, calls_error = total("tool_calls_ok"), total("tool_calls_error")
-    turns = total("turns")
-    negative = [r for r in done if r.get("expect") == "fail"]
+    costs += judge_costs
+    calls_ok, calls_error = totals["tool_calls_ok"], totals["tool_calls_error"]
+    turns = totals["turns"]
     return {
         "runs": len(rows),
         "passed": counts["pass"],
         "failed": counts["fail"],
         # of the failed and the passed: negative controls (`expect: fail`) that did as expected
-        "failed_as_expected": sum(as_expected(r) for r in negative),
-        "passed_unexpectedly": sum(not as_expected(r) for r in negative),
+        "failed_as_expected": failed_as_expected,
+        "passed_unexpectedly": passed_unexpectedly,
         "errors": counts["error"],
         "missing": counts["missing"],
         "pass_rate": round(counts["pass"] / evaluated, 4) if evaluated else None,
@@ -392,11 +472,11 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if calls_ok + calls_error
         else None,
         "turns": turns,
-        "mean_turns": round(turns / len(done), 2) if done else None,
-        "input_tokens": total("input_tokens"),
-        "output_tokens": total("output_tokens"),
+        "mean_turns": round(turns / done, 2) if done else None,
+        "input_tokens": totals["input_tokens"],
+        "output_tokens": totals["output_tokens"],
         "cost_usd": round(sum(costs), 6) if costs else None,
-        "duration_secs": round(sum(r["duration_secs"] or 0 for r in rows), 3),
+        "duration_secs": round(duration, 3),
     }
 
 

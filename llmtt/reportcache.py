@@ -2,13 +2,15 @@
 
 The aggregate shows every run: its row (result.json) and its panel in report.html (gates,
 metrics, the event timeline, the transcript's end), all redacted. Made afresh each time, that
-is five files read and redacted per run, 2.4 s at 10,000 runs, however few of them changed. A
-run's row and panel change only when its result.json is written again (its task writes it last,
-after its evaluation and judge), so the aggregate keeps them, redacted, in
+is five files read and redacted and a panel rendered per run, 3.4 s at 10,000 runs, however few
+of them changed. A run's row and panel change only when its result.json is written again (its
+task writes it last, after its evaluation and judge) or its scenario's `expect` is edited, so
+the aggregate keeps them, redacted, with the panel's HTML, in
 `<results>/.llmtt-cache/report-runs.db`, each under the mtime, size and inode of the result.json
-it was made from; and all of them only while llmtt's code and the secrets it knows are the same
-(a new secret, or a new way to find one, makes them again). A damaged, locked or read-only
-cache is left aside: the aggregate then makes every row and panel, as without it.
+it was made from and the `expect` it was read against; and all of them only while llmtt's code,
+the panel's template and the secrets llmtt knows are the same (a new secret, or a new way to
+find one, makes them again). A damaged, locked or read-only cache is left aside: the aggregate
+then makes every row and panel, as without it.
 """
 
 from __future__ import annotations
@@ -19,52 +21,75 @@ import os
 import secrets
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from llmtt.plan import Run
 from llmtt.redaction import Redactor
 
-FORMAT = 1
+FORMAT = 2
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY, stamp TEXT NOT NULL, row TEXT NOT NULL, panel TEXT NOT NULL
+    run_id TEXT PRIMARY KEY, stamp TEXT NOT NULL, row TEXT NOT NULL, panel TEXT NOT NULL,
+    html TEXT NOT NULL
 );
 """
 
 Row = dict[str, Any]
-Build = Callable[[Run], tuple[Row, Row]]
+Build = Callable[[Run], tuple[Row, Row]]  # a run's row and panel, not redacted
+Render = Callable[[Row, Row], str]  # the HTML of a run's panel, from its redacted row and panel
 
 
-def rows_and_panels(
-    results_dir: Path, runs: Sequence[Run], redact: Redactor, build: Build
-) -> list[tuple[Row, Row]]:
-    """Each run's (row, panel), redacted: kept from an earlier aggregate where its result.json is
-    the same file, else made by `build` (and kept, when the run has a result.json)."""
+@dataclass(frozen=True)
+class Made:
+    """A run's part of the reports, redacted: its row, its panel as JSON (read only by a
+    template that asks for it), the panel's HTML."""
+
+    row: Row
+    panel: str
+    html: str
+
+
+def report_runs(
+    results_dir: Path,
+    runs: Sequence[Run],
+    redact: Redactor,
+    build: Build,
+    render: Render,
+    template: str,
+) -> list[Made]:
+    """Each run's part of the reports: kept from an earlier aggregate where its result.json is
+    the same file and its `expect` the same, else made by `build` and `render` (and kept, when
+    the run has a result.json). `template`: what tells the panel's template from another."""
     path = results_dir / ".llmtt-cache" / "report-runs.db"
-    conn = _open(path, redact)
-    known: dict[str, tuple[str, str, str]] = {}
+    conn = _open(path, redact, template)
+    known: dict[str, tuple[str, str, str, str]] = {}
     if conn is not None:
         try:
             known = {
-                r[0]: r[1:] for r in conn.execute("SELECT run_id, stamp, row, panel FROM runs")
+                r[0]: r[1:]
+                for r in conn.execute("SELECT run_id, stamp, row, panel, html FROM runs")
             }
         except sqlite3.Error:
             conn = None
-    out: list[tuple[Row, Row]] = []
-    made: list[tuple[str, str, str, str]] = []
+    out: list[Made] = []
+    made: list[tuple[str, str, str, str, str]] = []
+    loads = json.loads
     for run in runs:
-        stamp = _stamp(run.dir / "result.json")  # before the file is read: a newer one is missed
+        stamp = _stamp(run)  # before the file is read: a newer one is missed, never mixed
         hit = known.get(run.run_id)
         if stamp is not None and hit is not None and hit[0] == stamp:
-            out.append((json.loads(hit[1]), json.loads(hit[2])))
+            out.append(Made(loads(hit[1]), hit[2], hit[3]))
             continue
         row, panel = build(run)
         row, panel = redact.value(row), redact.value(panel)
+        html = render(row, panel)
+        panel_json = json.dumps(panel)
         if stamp is not None:
-            made.append((run.run_id, stamp, json.dumps(row), json.dumps(panel)))
-        out.append((row, panel))
+            made.append((run.run_id, stamp, json.dumps(row), panel_json, html))
+        out.append(Made(row, panel_json, html))
     if conn is not None:
         planned = {run.run_id for run in runs}
         gone = [
@@ -74,7 +99,7 @@ def rows_and_panels(
         ]
         try:
             with conn:
-                conn.executemany("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?)", made)
+                conn.executemany("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?)", made)
                 conn.executemany("DELETE FROM runs WHERE run_id = ?", gone)
         except sqlite3.Error:
             pass  # kept next time, then
@@ -82,16 +107,16 @@ def rows_and_panels(
     return out
 
 
-def _stamp(path: Path) -> str | None:
+def _stamp(run: Run) -> str | None:
     try:
-        stat = os.stat(path)
+        stat = os.stat(run.dir / "result.json")
     except OSError:
         return None
-    return f"{stat.st_mtime_ns}:{stat.st_size}:{stat.st_ino}"
+    return f"{stat.st_mtime_ns}:{stat.st_size}:{stat.st_ino}:{run.scenario.spec.expect}"
 
 
-def _open(path: Path, redact: Redactor) -> sqlite3.Connection | None:
-    """The cache, emptied when it was made by other code or with other secrets; None when it
+def _open(path: Path, redact: Redactor, template: str) -> sqlite3.Connection | None:
+    """The cache, emptied when it was made by other code, templates or secrets; None when it
     cannot be used (it is then removed if damaged, to be made again next time)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,12 +130,14 @@ def _open(path: Path, redact: Redactor) -> sqlite3.Connection | None:
         wanted = {
             "format": str(FORMAT),
             "code": _code(),
+            "template": template,
             "secrets": redact.fingerprint(bytes.fromhex(salt)),
             "salt": salt,
         }
         if any(meta.get(key) != value for key, value in wanted.items()):
-            with conn:
-                conn.execute("DELETE FROM runs")
+            with conn:  # the table too: another format may have other columns
+                conn.execute("DROP TABLE runs")
+                conn.executescript(SCHEMA)
                 conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", wanted.items())
     except (sqlite3.DatabaseError, ValueError) as exc:
         conn.close()

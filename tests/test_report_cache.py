@@ -96,3 +96,42 @@ def test_a_damaged_cache_is_left_aside_and_made_again(project: Project) -> None:
     assert aggregate(project) == expected
     assert aggregate(project) == expected
     assert len(kept(project)) == 6
+
+
+def test_a_panel_template_of_the_projects_own_renders_the_panels_and_its_edit_renders_them_again(
+    project: Project,
+) -> None:
+    suite(project, scenarios=2)
+    own = "<details>{{ r['run_id'] }}: %s {{ d['failed_calls'] | length }} failed</details>\n"
+    project.write("templates/report-run.html.j2", own % "v1")
+    ran = project.doit("run")
+    assert ran.executed() == ["aggregate"], ran.out + ran.err  # the template is in its key
+    html = (project.results() / "report.html").read_text()
+    assert "<details>s0/oracle/r2: v1 1 failed</details>" in html
+    assert "said-hello" not in html  # llmtt's own panel is not there
+    project.write("templates/report-run.html.j2", own % "v2")
+    ran = project.doit("run")
+    assert ran.executed() == ["aggregate"], ran.out + ran.err
+    html = (project.results() / "report.html").read_text()
+    assert html.count(": v2 1 failed</details>") == 4 and ": v1 " not in html
+    assert all(": v2 " in panel for panel in kept_html(project).values())
+
+
+def test_a_page_template_of_the_projects_own_still_reads_each_runs_panel(
+    project: Project,
+) -> None:
+    suite(project, scenarios=1)
+    project.write(
+        "templates/report.html.j2",
+        "{% for r in runs %}{{ r.run_id }}={{ details[r.run_id].failed_calls[0].command }};"
+        "{% endfor %}{{ details | length }}",
+    )
+    ran = project.doit("run")
+    assert ran.code == 0 and ran.executed() == ["aggregate"], ran.out + ran.err
+    html = (project.results() / "report.html").read_text()
+    assert html == "s0/oracle/r1=git comit;s0/oracle/r2=git comit;2"
+
+
+def kept_html(project: Project) -> dict[str, str]:
+    with sqlite3.connect(cache(project)) as conn:
+        return dict(conn.execute("SELECT run_id, html FROM runs").fetchall())

@@ -220,7 +220,9 @@ class PathsSpec(Strict):
         "rubrics", description="Folder of the rubric files, every one checked when loading."
     )
     templates: str = Field(
-        "templates", description="Folder of overrides of evaluation.md.j2 / report.md.j2."
+        "templates",
+        description="Folder of overrides of evaluation.md.j2, report.md.j2, report.html.j2 "
+        "and report-run.html.j2 (one run's panel in report.html).",
     )
     results: str = Field(
         "llm-tool-test-results", description="Folder of the run folders and the reports."

@@ -268,17 +268,19 @@ class LineBuffer:
         self._pending: list[bytes] = []
 
     def feed(self, data: bytes) -> None:
-        """Take a chunk; complete lines go to the parser."""
+        """Take a chunk; complete lines go to the parser, and the events they make reach the
+        file when the chunk is done."""
         end = data.find(b"\n")
         if end < 0:
             if data:
                 self._pending.append(data)
             return
         self._pending.append(data[:end])
-        self._send(b"".join(self._pending))
-        *lines, rest = data[end + 1 :].split(b"\n")
-        for line in lines:
-            self._send(line)
+        with self._parser.events.held():
+            self._send(b"".join(self._pending))
+            *lines, rest = data[end + 1 :].split(b"\n")
+            for line in lines:
+                self._send(line)
         self._pending = [rest] if rest else []
 
     def flush(self) -> None:

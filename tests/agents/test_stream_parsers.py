@@ -558,3 +558,29 @@ def test_the_event_log_of_each_recording_with_planted_secrets_is_as_recorded() -
         events = [json.loads(line) for line in text.splitlines()]
         assert all(isinstance(event.pop("ts"), float) for event in events)
         assert events == expected[kind], kind
+
+
+def test_the_events_of_one_read_reach_the_file_together_when_the_read_is_parsed(
+    tmp_path: Path,
+) -> None:
+    """One write per read of the agent's output, not one per event; and nothing of a read
+    waits in a buffer for the next one (a watcher, or a kill, sees every parsed line)."""
+    raw = (DATA / "claude-code.transcript.raw.txt").read_bytes()
+    path = tmp_path / "events.jsonl"
+    with open(path, "w", encoding="utf-8") as handle:
+        flushes = 0
+        flush = handle.flush
+
+        def counted() -> None:
+            nonlocal flushes
+            flushes += 1
+            flush()
+
+        handle.flush = counted  # type: ignore[method-assign]
+        lines = LineBuffer(ClaudeStream(EventWriter(handle), SCRIPTED_PRICING))
+        lines.feed(raw[: raw.rindex(b"\n") + 1])  # whole lines: one read, as the PTY gives
+        on_disk = path.read_text().splitlines()
+        assert len(on_disk) >= 10 and flushes == 1
+        assert [json.loads(line)["event"] for line in on_disk] == [
+            e["event"] for e in parse("claude-code.transcript.raw.txt", "claude-code")[0]
+        ][: len(on_disk)]

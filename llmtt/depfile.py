@@ -123,14 +123,10 @@ def record_values(
     """
     import json
     import os
-    import sqlite3
 
     from doit.dependency import get_file_md5
 
-    conn = sqlite3.connect(dep_file, timeout=30)
-    # The file is in write-ahead-log mode (see PreloadedSqliteDB): NORMAL keeps the commit
-    # through a kill of this process or its parent, without a disk sync per commit.
-    conn.execute("PRAGMA synchronous=NORMAL")
+    conn = _connection(dep_file)
     with conn:
         row = conn.execute(
             "SELECT CAST(task_data AS TEXT) FROM doit WHERE task_id = ?", (task_id,)
@@ -143,4 +139,38 @@ def record_values(
                 data[dep] = [os.path.getmtime(dep), os.path.getsize(dep), get_file_md5(dep)]
             data["deps:"] = list(file_deps)
         conn.execute("INSERT OR REPLACE INTO doit VALUES (?, ?)", (task_id, json.dumps(data)))
-    conn.close()
+
+
+# record_values' connection, one per process and thread: a run records two tasks, and a
+# connection made for each cost more than the record. A forked worker, or another thread of
+# the Ray executor, makes its own (SQLite's connections are neither for both sides of a fork
+# nor, by default, for two threads). One is kept for the last file only, and made again when
+# that file was replaced since (a project made again where another was, in one process),
+# which the kept connection would still write to.
+_CONNECTIONS: dict[tuple[int, int], tuple[Any, str, tuple[int, int]]] = {}
+
+
+def _connection(dep_file: str) -> Any:
+    import os
+    import sqlite3
+    import threading
+
+    key = (os.getpid(), threading.get_ident())
+    try:
+        stat = os.stat(dep_file)
+        file = (stat.st_dev, stat.st_ino)
+    except OSError:
+        file = (0, 0)  # not there (yet): SQLite makes it; the next record looks again
+    kept = _CONNECTIONS.get(key)
+    if kept is not None and kept[1] == dep_file and kept[2] == file:
+        return kept[0]
+    if any(k[0] != key[0] for k in _CONNECTIONS):
+        _CONNECTIONS.clear()  # a forked parent's: left to it, never closed or used here
+    if kept is not None:
+        kept[0].close()
+    conn = sqlite3.connect(dep_file, timeout=30)
+    # The file is in write-ahead-log mode (see PreloadedSqliteDB): NORMAL keeps the commit
+    # through a kill of this process or its parent, without a disk sync per commit.
+    conn.execute("PRAGMA synchronous=NORMAL")
+    _CONNECTIONS[key] = (conn, dep_file, file)
+    return conn

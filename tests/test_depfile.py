@@ -181,3 +181,65 @@ def test_a_success_recorded_from_a_worker_is_one_doit_accepts_file_deps_included
     assert not (tmp_path / "ran.txt").exists()
     (tmp_path / "in.txt").write_text("changed\n")
     assert doit("run", "t").startswith(".  t")  # its file dependency is checked as doit would
+
+
+def test_a_dependency_file_made_again_in_its_place_gets_the_records_written_after(
+    tmp_path: Path,
+) -> None:
+    """record_values keeps its connection between records; a file replaced meanwhile (a
+    project removed and made again where it was, in one process) is not written through the
+    connection to the old one."""
+    path = tmp_path / "deps.sqlite3"
+    _written(path)
+    record_values(str(path), "a:agent", {"status": "first"})
+    path.unlink()
+    _written(path)
+    record_values(str(path), "a:agent", {"status": "second"})
+    record_values(str(path), "b:agent", {"status": "third"})
+    db = PreloadedSqliteDB(str(path), JSONCodec())
+    assert db.get("a:agent", "_values_:") == {"status": "second"}
+    assert db.get("b:agent", "_values_:") == {"status": "third"}
+
+
+def test_a_forked_worker_records_through_its_own_connection(tmp_path: Path) -> None:
+    import os
+
+    path = tmp_path / "deps.sqlite3"
+    _written(path)
+    record_values(str(path), "parent:agent", {"status": "before"})  # a connection kept here
+    pid = os.fork()
+    if pid == 0:  # the worker
+        try:
+            record_values(str(path), "child:agent", {"status": "worker"})
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    record_values(str(path), "parent:agent", {"status": "after"})
+    db = PreloadedSqliteDB(str(path), JSONCodec())
+    assert db.get("child:agent", "_values_:") == {"status": "worker"}
+    assert db.get("parent:agent", "_values_:") == {"status": "after"}
+
+
+def test_records_to_many_dependency_files_in_one_process_keep_few_files_open(
+    tmp_path: Path,
+) -> None:
+    """A long process (a test session, a notebook) that records into many projects' files one
+    after another does not keep a connection, and its open files, for each."""
+    import os
+
+    def open_files() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    paths = [tmp_path / f"p{i}" / "deps.sqlite3" for i in range(40)]
+    for path in paths:
+        path.parent.mkdir()
+        _written(path)
+    record_values(str(paths[0]), "t:agent", {"n": 0})
+    before = open_files()
+    for n, path in enumerate(paths):
+        record_values(str(path), "t:agent", {"n": n})
+    assert open_files() <= before + 1
+    record_values(str(paths[0]), "t:agent", {"n": "again"})  # back to the first one
+    db = PreloadedSqliteDB(str(paths[0]), JSONCodec())
+    assert db.get("t:agent", "_values_:") == {"n": "again"}
+    assert PreloadedSqliteDB(str(paths[7]), JSONCodec()).get("t:agent", "_values_:") == {"n": 7}

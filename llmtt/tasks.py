@@ -318,27 +318,47 @@ def _executor() -> str:
     elif kind == "ray" and COMMAND == "run":
         import importlib.util
 
-        argv = sys.argv[1:]
         if importlib.util.find_spec("ray") is None:
             problem = "executor=ray needs Ray on this machine: pip install 'llmtt[ray]'"
-        elif (
-            "process" in argv
-            and any(a in ("-P", "--parallel-type") for a in argv)
-            or ("--parallel-type=process" in argv)
-        ):
+        elif _parallel_type(sys.argv[1:]) not in (None, "thread"):
             problem = (
                 "executor=ray waits for its runs from threads of this process: leave out "
-                "-P process (-n N alone sets how many runs are under way)"
+                f"-P {_parallel_type(sys.argv[1:])} (-n N alone sets how many runs are under way)"
             )
         DOIT_CONFIG["num_process"] = TASKS.executor["max_in_flight"]
         DOIT_CONFIG["par_type"] = "thread"
+    elif COMMAND == "run" and _parallel_type(sys.argv[1:]) == "thread":
+        # The runs' processes are told apart by whose child they are, and a run's end reaps
+        # and stops what is left of it: runs in threads of one process would take each
+        # other's processes.
+        problem = (
+            "llmtt carries out each run in a process of its own: leave out -P thread "
+            "(-n N alone carries out N runs at once)"
+        )
     if problem:
         sys.stderr.write(f"llmtt: {problem}\n")
         raise SystemExit(2)
     return str(kind)
 
 
+def _parallel_type(argv: list[str]) -> str | None:
+    """The value of doit's -P / --parallel-type among `argv`, if one is given."""
+    for n, arg in enumerate(argv):
+        if arg in ("-P", "--parallel-type"):
+            return argv[n + 1] if n + 1 < len(argv) else None
+        if arg.startswith("--parallel-type="):
+            return arg.split("=", 1)[1]
+        if arg.startswith("-P") and not arg.startswith("--"):
+            return arg[2:]
+    return None
+
+
 EXECUTOR = _executor()
+# With Ray, the layers' actions run in threads of this process, where doit's capture of a
+# task's output swaps sys.stdout for one object per task: a print in one thread could write
+# to another thread's object as it was freed (seen as "'Writer' object has no attribute
+# 'writers'"). Nothing reads the captured output (each task shows its output as it comes).
+TASK_IO = {"capture": False} if EXECUTOR == "ray" else None
 # doit's executed-only lines (thousands of up-to-date ones would bury what happened), and
 # llmtt's line per run with the session's spend; `--reporter NAME` still picks another.
 DOIT_CONFIG["reporter"] = ProgressReporter.configure(
@@ -386,6 +406,7 @@ def _run_tasks(run: RunSpec) -> Iterator[Task]:
         clean=[(_remove_dir, [Path(run.dir)])],
         doc=f"launch {run.agent} for {run.label}",
         verbosity=2,
+        io=TASK_IO,
         subtask_of=rid,
     )
     yield Task(
@@ -397,6 +418,7 @@ def _run_tasks(run: RunSpec) -> Iterator[Task]:
         clean=True,
         doc=f"metrics and gates of {run.label}",
         verbosity=2,
+        io=TASK_IO,
         subtask_of=rid,
     )
     if judged:
@@ -424,6 +446,7 @@ def _run_tasks(run: RunSpec) -> Iterator[Task]:
         clean=True,
         doc=run.label,
         verbosity=2,
+        io=TASK_IO,
     )
 
 
@@ -439,6 +462,7 @@ def _aggregate_task(tasks: TaskPlan) -> dict[str, Any]:
         "uptodate": [KeyCheck("aggregate", tasks.aggregate_key)],
         "clean": True,
         "verbosity": 2,
+        "io": TASK_IO,
     }
 
 
@@ -488,8 +512,16 @@ sys.excepthook = _interrupted
 
 @_guarded
 def _agent_action(spec: RunSpec) -> dict[str, Any]:
+    import threading
+
     from llmtt.execute import execute_run
 
+    if EXECUTOR == "local" and threading.current_thread() is not threading.main_thread():
+        # doit told to run tasks in threads some other way than -P (its config, a dodo.py).
+        raise LlmttError(
+            "llmtt carries out each run in a process of its own, and doit runs this one in a "
+            "thread: set doit's parallel type to process (par_type), or leave it out"
+        )
     project, run = _run(spec)
     key = f"{run.run_id}:agent"
     amount: float | None = None

@@ -184,6 +184,10 @@ def test_a_node_unpacks_a_project_once_and_forgets_old_ones(
             "executor=cloud is not an executor (use executor=local or executor=ray)",
         ),
         (["executor=ray", "-n", "2", "-P", "process"], "leave out -P process"),
+        (["executor=ray", "-n", "2", "--parallel-type=process"], "leave out -P process"),
+        # Runs in threads of one process would reap and stop each other's processes.
+        (["-n", "2", "-P", "thread"], "leave out -P thread"),
+        (["-n", "2", "-Pthread"], "leave out -P thread"),
     ],
 )
 def test_an_executor_mistake_is_one_line_before_anything_runs(
@@ -209,4 +213,48 @@ def test_no_cluster_at_the_address_is_one_line_at_once(project: Project) -> None
     assert done.code == 1 and time.monotonic() - started < 30, done.out + done.err
     (line,) = [x for x in done.err.splitlines() if x.startswith("llmtt:")]
     assert f"no Ray cluster answers at 127.0.0.1:{port}" in line and "ray start --head" in line
+    assert not (project.results() / "a" / "oracle" / "r1" / "run.json").exists()
+
+
+PROBE = """\
+from llmtt.tasks import *  # noqa: F403
+from llmtt import tasks as _made
+from doit.task import Task as _Task
+
+for _t in _made.task_llmtt():
+    _io = _t.io.capture if isinstance(_t, _Task) else (_t.get("io") or {}).get("capture", True)
+    print("capture", _t.name if isinstance(_t, _Task) else _t["basename"], _io)
+"""
+
+
+@pytest.mark.parametrize(("args", "captured"), [([], True), (["executor=ray"], False)])
+def test_under_ray_no_task_has_doit_capture_its_output(
+    project: Project, args: list[str], captured: bool
+) -> None:
+    """With Ray, doit runs the actions in threads; its capture swaps sys.stdout for an object
+    per task, and a print in one thread then wrote into another's as it was freed (an
+    AttributeError on doit's Writer, or a segmentation fault)."""
+    project.write("llmtt.toml", GIT_TOML)
+    project.write("scenarios/a.yaml", "task: {prompt: x}\nsolution: [git init -q]\n")
+    project.write("probe.py", PROBE)
+    done = project.doit("-f", "probe.py", "list", *args)
+    assert done.code == 0, done.out + done.err
+    seen = [line.split() for line in done.out.splitlines() if line.startswith("capture ")]
+    assert {name for _, name, _ in seen} >= {"a/oracle/r1:agent", "a/oracle/r1", "aggregate"}
+    assert {flag for _, _, flag in seen} == {str(captured)}
+
+
+def test_runs_put_in_threads_by_doit_config_are_refused_not_carried_out(
+    project: Project,
+) -> None:
+    """doit told to use threads without -P (its config in dodo.py): no run is carried out
+    in a thread, where runs would reap and stop each other's processes."""
+    project.write("llmtt.toml", GIT_TOML)
+    project.write("scenarios/a.yaml", "task: {prompt: x}\nsolution: [git init -q]\n")
+    project.write(
+        "dodo.py", 'from llmtt.tasks import *  # noqa: F403\nDOIT_CONFIG["par_type"] = "thread"\n'
+    )
+    done = project.doit("run", "-n", "2")
+    assert done.code != 0
+    assert "set doit's parallel type to process" in done.out + done.err
     assert not (project.results() / "a" / "oracle" / "r1" / "run.json").exists()

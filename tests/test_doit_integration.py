@@ -238,10 +238,15 @@ def test_agent_timeout_keeps_partial_transcript_and_leaves_no_process(project: P
     assert survivors.stdout.strip() == "", survivors.stdout
 
 
-def test_broken_template_override_is_a_clear_error_without_traceback(project: Project) -> None:
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_broken_template_override_is_a_clear_error_without_traceback(
+    project: Project, workers: list[str]
+) -> None:
+    """Also with workers, whose parent compiles the template ahead of them (and leaves the
+    error to the task that meets it)."""
     two_scenarios(project)
     project.write("templates/evaluation.md.j2", "line one\n{% if %}\n")
-    result = project.doit("run", "scenario=beta")
+    result = project.doit("run", "scenario=beta", *workers)
     text = result.out + result.err
     assert result.code != 0
     assert "templates/evaluation.md.j2:2: template syntax error" in text, text

@@ -34,6 +34,10 @@ KILL_WAIT_SECS = 1.0
 # How often to look again when there is nothing to wait on (no pidfd, or while killing).
 POLL_SECS = 0.02
 _PR_SET_CHILD_SUBREAPER = 36
+# The signals the interpreter sets to be ignored at start (those subprocess restores).
+_PYTHON_IGNORES = tuple(
+    getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, name)
+)
 _EOF = b"\x04"
 
 
@@ -91,6 +95,13 @@ def run_in_pty(
         if on_output is not None:
             on_output(data)
 
+    def in_child() -> None:
+        os.chdir(cwd)
+        # Python ignores these for itself, and an ignored signal stays ignored through exec:
+        # the agent's `yes | head -1` would print "Broken pipe" where a terminal prints nothing.
+        for number in _PYTHON_IGNORES:
+            signal.signal(number, signal.SIG_DFL)
+
     started = time.monotonic()
     # cwd goes through preexec_fn: ptyprocess reports its failure to us, whereas a failing
     # chdir in its own `cwd` handling raises inside the forked child, which then runs our code.
@@ -99,7 +110,7 @@ def run_in_pty(
         env=marked(env),  # the watchdog's mark: ended even if this process is killed
         echo=False,
         dimensions=DIMENSIONS,
-        preexec_fn=lambda: os.chdir(cwd),
+        preexec_fn=in_child,
     )
     proc.delayafterclose = 0.0  # ptyprocess sleeps in close(); we close once the tree is dead
     proc.delayafterterminate = 0.0

@@ -321,3 +321,12 @@ def test_stop_callback_ends_the_run_early(tmp_path: Path) -> None:
     assert result.stopped and not result.timed_out and result.exit_code is None
     assert time.monotonic() - started < 1.5
     assert result.output.count("tick") in (2, 3)
+
+
+def test_the_child_starts_with_no_signal_ignored_that_python_ignores(tmp_path: Path) -> None:
+    """As from a terminal: a pipe's writer dies quietly when its reader is gone, not with
+    "Broken pipe" (Python ignores SIGPIPE and SIGXFSZ, and exec keeps what is ignored)."""
+    result = run("grep SigIgn /proc/self/status; yes | head -1", tmp_path)
+    ignored = int(result.output.splitlines()[0].split()[1], 16)
+    assert not ignored & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)), result.output
+    assert result.output.splitlines()[1:] == ["y"], result.output

@@ -5,6 +5,10 @@ descendant that calls setsid() leaves that group; making this process a child su
 it in our process tree anyway: when its parent dies it is re-parented to us. After every run,
 the processes the run started are found by walking PPid links in /proc, terminated, killed and
 reaped, so nothing a run started outlives it.
+
+The child is started with glibc's posix_spawn (llmtt.agents.spawn), not by forking this
+process, which holds a whole plan; where that cannot set the working directory, ptyprocess
+forks.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeAlias
 
 from ptyprocess import PtyProcess, PtyProcessError
 
+from llmtt.agents import spawn
 from llmtt.events import MAX_TEXT
 from llmtt.invocation.watchdog import marked
 
@@ -34,6 +39,8 @@ KILL_WAIT_SECS = 1.0
 # How often to look again when there is nothing to wait on (no pidfd, or while killing).
 POLL_SECS = 0.02
 _PR_SET_CHILD_SUBREAPER = 36
+# The child under its PTY: spawned (spawn.Child), or forked by ptyprocess where it cannot be.
+_Spawned: TypeAlias = "PtyProcess | spawn.Child"
 # The signals the interpreter sets to be ignored at start (those subprocess restores).
 _PYTHON_IGNORES = tuple(
     getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, name)
@@ -95,25 +102,15 @@ def run_in_pty(
         if on_output is not None:
             on_output(data)
 
-    def in_child() -> None:
-        os.chdir(cwd)
-        # Python ignores these for itself, and an ignored signal stays ignored through exec:
-        # the agent's `yes | head -1` would print "Broken pipe" where a terminal prints nothing.
-        for number in _PYTHON_IGNORES:
-            signal.signal(number, signal.SIG_DFL)
-
     started = time.monotonic()
-    # cwd goes through preexec_fn: ptyprocess reports its failure to us, whereas a failing
-    # chdir in its own `cwd` handling raises inside the forked child, which then runs our code.
-    proc = PtyProcess.spawn(
-        [executable, *argv[1:]],
-        env=marked(env),  # the watchdog's mark: ended even if this process is killed
-        echo=False,
-        dimensions=DIMENSIONS,
-        preexec_fn=in_child,
-    )
-    proc.delayafterclose = 0.0  # ptyprocess sleeps in close(); we close once the tree is dead
-    proc.delayafterterminate = 0.0
+    proc: _Spawned
+    if spawn.available():
+        # The watchdog's mark in the environment: ended even if this process is killed.
+        proc = spawn.spawn(
+            executable, [executable, *argv[1:]], marked(env), cwd, DIMENSIONS, _PYTHON_IGNORES
+        )
+    else:
+        proc = _fork_spawn(executable, argv, env, cwd)
     tree = _RunTree(proc.pid, before)
     pidfd = _pidfd(proc.pid)
     try:
@@ -136,6 +133,33 @@ def run_in_pty(
     exit_code, sig = _status(proc, timed_out or stopped)
     duration = time.monotonic() - started
     return ProcessResult(exit_code, sig, timed_out, duration, kept.text(), stopped)
+
+
+def _fork_spawn(
+    executable: str, argv: Sequence[str], env: Mapping[str, str], cwd: Path
+) -> PtyProcess:
+    """ptyprocess's way, where glibc's posix_spawn cannot set the working directory: fork
+    this process, then exec in the child."""
+
+    def in_child() -> None:
+        os.chdir(cwd)
+        # Python ignores these for itself, and an ignored signal stays ignored through exec:
+        # the agent's `yes | head -1` would print "Broken pipe" where a terminal prints nothing.
+        for number in _PYTHON_IGNORES:
+            signal.signal(number, signal.SIG_DFL)
+
+    # cwd goes through preexec_fn: ptyprocess reports its failure to us, whereas a failing
+    # chdir in its own `cwd` handling raises inside the forked child, which then runs our code.
+    proc = PtyProcess.spawn(
+        [executable, *argv[1:]],
+        env=marked(env),  # the watchdog's mark: ended even if this process is killed
+        echo=False,
+        dimensions=DIMENSIONS,
+        preexec_fn=in_child,
+    )
+    proc.delayafterclose = 0.0  # ptyprocess sleeps in close(); we close once the tree is dead
+    proc.delayafterterminate = 0.0
+    return proc
 
 
 class _Capture:
@@ -289,7 +313,7 @@ class _Terminal:
 
 
 def _until_exit(
-    proc: PtyProcess, terminal: _Terminal, deadline: float, stop: Callable[[], bool] | None
+    proc: _Spawned, terminal: _Terminal, deadline: float, stop: Callable[[], bool] | None
 ) -> str:
     """Pump the PTY until the child exits (then drain briefly): `exit`; or `timeout` if the
     deadline came first; or `stopped` once `stop()` (asked after each read) says so.
@@ -461,9 +485,7 @@ class _RunTree:
         return reaped
 
 
-def _end_run(
-    proc: PtyProcess, tree: _RunTree, terminal: _Terminal | None, grace_secs: float
-) -> None:
+def _end_run(proc: _Spawned, tree: _RunTree, terminal: _Terminal | None, grace_secs: float) -> None:
     """TERM what is left of the run, KILL it after `grace_secs`, reap it; bounded in time.
 
     Output that arrives meanwhile is still read (when `terminal` is given).
@@ -517,7 +539,7 @@ def _signal(procs: list[_Proc], group: int, sig: int, blind: bool = False) -> No
             pass
 
 
-def _status(proc: PtyProcess, timed_out: bool) -> tuple[int | None, int | None]:
+def _status(proc: _Spawned, timed_out: bool) -> tuple[int | None, int | None]:
     """(exit code, signal): the code is None when the run timed out or a signal ended it."""
     if proc.isalive():  # survived SIGKILL: nothing to report
         return None, None

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from llmtt.agents import spawn
 from llmtt.agents.runner import ProcessResult, run_in_pty
 from llmtt.events import MAX_TEXT
 
@@ -44,6 +45,17 @@ HELPER = textwrap.dedent(
     time.sleep(300)
     """
 )
+
+
+@pytest.fixture(autouse=True, params=["spawn", "fork"])
+def how(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test with the child spawned (glibc's posix_spawn), and again forked by
+    ptyprocess, the runner's way where posix_spawn cannot set the working directory."""
+    if request.param == "spawn":
+        assert spawn.available(), "glibc >= 2.34 is expected on the machines llmtt is tested on"
+    else:
+        monkeypatch.setattr(spawn, "available", lambda: False)
+    return str(request.param)
 
 
 def run(script: str, tmp_path: Path, timeout: float = 10, **kw: object) -> ProcessResult:
@@ -330,3 +342,34 @@ def test_the_child_starts_with_no_signal_ignored_that_python_ignores(tmp_path: P
     ignored = int(result.output.splitlines()[0].split()[1], 16)
     assert not ignored & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)), result.output
     assert result.output.splitlines()[1:] == ["y"], result.output
+
+
+def test_the_child_has_a_terminal_as_from_a_login(tmp_path: Path) -> None:
+    """A session of its own whose controlling terminal is the PTY, of DIMENSIONS, echo off;
+    none of our descriptors but 0, 1 and 2, even one made inheritable."""
+    read_end, write_end = os.pipe()
+    os.set_inheritable(write_end, True)
+    try:
+        result = run(
+            # ls's own descriptors: ours, if any came through, and the folder it reads (3)
+            "tty; stty size; stty -a | grep -o -- ' -echo '; ls /proc/self/fd;"
+            " ps -o sid=,tty= -p $$",
+            tmp_path,
+        )
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    lines = result.output.splitlines()
+    assert lines[0].startswith("/dev/pts/"), result.output
+    assert lines[1:3] == ["50 220", " -echo "], result.output
+    assert lines[3].split() == ["0", "1", "2", "3"], result.output
+    sid, tty = lines[4].split()
+    assert tty == lines[0].removeprefix("/dev/") and int(sid) > 0, result.output
+
+
+def test_a_command_that_cannot_start_raises_what_the_system_said(tmp_path: Path) -> None:
+    binary = tmp_path / "garbage"
+    binary.write_bytes(b"\x00\x01 not a program")
+    binary.chmod(0o755)
+    with pytest.raises(OSError, match="[Ee]xec format error"):
+        run_in_pty([str(binary)], cwd=tmp_path, env=ENV, timeout_secs=5)

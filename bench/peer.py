@@ -1,6 +1,6 @@
 """Peer comparison: llmtt's cost of an extra trivial run against inspect_ai's per-sample cost.
 
-    .venv/bin/python bench/peer.py [-n 100] [--reps 5] [--max-samples 1] [--generate]
+    .venv/bin/python bench/peer.py [-n 300] [--reps 5] [--max-samples 1] [--generate]
                                    [--profile TOP] [--keep]
 
 Both sides do the same trivial work per item, on the same machine, interleaved:
@@ -228,7 +228,7 @@ def ratio(llmtt: float, inspect: float) -> float | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("-n", type=int, default=100, help="items in the smaller run (N)")
+    parser.add_argument("-n", type=int, default=300, help="items in the smaller run (N)")
     parser.add_argument("--reps", type=int, default=5, help="invocations per size (median)")
     parser.add_argument(
         "--max-samples", type=int, default=1, help="inspect's concurrent samples (1: like -n 1)"

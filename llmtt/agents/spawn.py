@@ -20,10 +20,10 @@ import ctypes
 import fcntl
 import functools
 import os
-import select
 import signal
 import struct
 import termios
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -116,17 +116,12 @@ class Child:
             os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        pidfd = None
-        try:
-            pidfd = os.pidfd_open(self.pid)
-            select.select([pidfd], [], [], _KILL_WAIT_SECS)
-        except (AttributeError, OSError):
-            pass
-        finally:
-            if pidfd is not None:
-                os.close(pidfd)
-        if self.isalive():
-            raise PtyProcessError(f"process {self.pid} survived SIGKILL")
+        deadline = time.monotonic() + _KILL_WAIT_SECS
+        while time.monotonic() < deadline:
+            if not self.isalive():
+                return
+            time.sleep(0.01)
+        raise PtyProcessError(f"process {self.pid} survived SIGKILL")
 
 
 def spawn(

@@ -1,8 +1,10 @@
 """Start a command under a new pseudo-terminal without forking this process.
 
 ptyprocess forks the harness, then execs: the fork copies the page tables of a process that
-holds a whole plan (3.3 ms at 60 MB here, a fifth of a trivial run's cost). glibc's
-posix_spawn starts the child with vfork semantics whatever this process holds (0.7 ms). The
+holds a whole plan (3.3 ms at 60 MB here), the harness then pays copy-on-write faults on what
+it writes, and the child closes every descriptor up to the limit before its exec. glibc's
+posix_spawn starts the child with vfork semantics whatever this process holds (0.7 ms); an
+extra trivial run went from 23.6 to 9.7 ms (bench/README.md, session 11). The
 child is what ptyprocess made: the leader of a session of its own whose controlling terminal
 is the PTY (opened in the child after setsid, so it becomes its terminal), on 0, 1 and 2, no
 other descriptor, in `cwd`, window size and echo as asked, and no signal ignored that Python
@@ -145,7 +147,7 @@ def spawn(
         attrs[3] &= ~termios.ECHO
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
         pid = _posix_spawn(
-            libc, executable, argv, env, cwd, os.ttyname(slave).encode(), default_signals
+            libc, executable, argv, env, cwd, os.fsencode(os.ttyname(slave)), default_signals
         )
     except BaseException:
         os.close(master)

@@ -129,7 +129,7 @@ def _open(path: Path, redact: Redactor, template: str) -> sqlite3.Connection | N
         salt = meta.get("salt") or secrets.token_hex(16)
         wanted = {
             "format": str(FORMAT),
-            "code": _code(),
+            "code": code_id(),
             "template": template,
             "secrets": redact.fingerprint(bytes.fromhex(salt)),
             "salt": salt,
@@ -148,7 +148,7 @@ def _open(path: Path, redact: Redactor, template: str) -> sqlite3.Connection | N
 
 
 @functools.cache
-def _code() -> str:
+def code_id() -> str:
     """What tells this llmtt's rows, panels and redaction from another's: its version and the
     size and mtime of the modules that make them."""
     from llmtt import __version__, redaction, report

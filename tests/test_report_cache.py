@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -135,3 +136,27 @@ def test_a_page_template_of_the_projects_own_still_reads_each_runs_panel(
 def kept_html(project: Project) -> dict[str, str]:
     with sqlite3.connect(cache(project)) as conn:
         return dict(conn.execute("SELECT run_id, html FROM runs").fetchall())
+
+
+def test_templates_are_kept_compiled_and_a_place_that_cannot_hold_them_costs_only_the_compile(
+    project: Project,
+) -> None:
+    suite(project, scenarios=1)
+    compiled = project.results() / ".llmtt-cache" / "templates"
+    kinds = {p.parent.name.split("-")[0]: p for p in compiled.glob("*/*.cache")}
+    assert set(kinds) == {"text", "html"} and len(list(compiled.glob("*/*.cache"))) == 4
+    for folder in compiled.iterdir():  # another llmtt's, or a damaged one
+        for kept_file in folder.iterdir():
+            kept_file.write_bytes(b"j2 not bytecode")
+    project.write("templates/evaluation.md.j2", "own {{ run.run_id }}\n")
+    ran = project.doit("run")
+    assert ran.code == 0, ran.out + ran.err
+    assert (project.results() / "s0/oracle/r1/evaluation.md").read_text() == "own s0/oracle/r1\n"
+    shutil.rmtree(compiled)
+    compiled.write_text("in the way")  # nothing can be kept there now
+    project.write("templates/evaluation.md.j2", "own again {{ run.run_id }}\n")
+    ran = project.doit("run")
+    assert ran.code == 0, ran.out + ran.err
+    assert (project.results() / "s0/oracle/r2/evaluation.md").read_text() == (
+        "own again s0/oracle/r2\n"
+    )

@@ -373,17 +373,3 @@ def test_a_command_that_cannot_start_raises_what_the_system_said(tmp_path: Path)
     binary.chmod(0o755)
     with pytest.raises(OSError, match="[Ee]xec format error"):
         run_in_pty([str(binary)], cwd=tmp_path, env=ENV, timeout_secs=5)
-
-
-def test_a_spawned_child_still_alive_at_close_is_killed_and_reaped(
-    tmp_path: Path, how: str
-) -> None:
-    if how != "spawn":
-        pytest.skip("spawn.Child only; ptyprocess's close is ptyprocess's")
-    # It ignores the hangup that closing its terminal sends: only the KILL ends it.
-    script = "trap '' HUP; echo ready; exec sleep 30"
-    child = spawn.spawn("/bin/sh", ["sh", "-c", script], ENV, tmp_path, (50, 220), ())
-    assert os.read(child.fd, 100).strip() == b"ready"
-    child.close()
-    assert not child.isalive() and child.signalstatus == signal.SIGKILL
-    assert not alive(child.pid)

@@ -32,16 +32,17 @@ PACKAGE_TEMPLATES = Path(__file__).parent / "templates"
 
 
 def _environment(project: Project) -> Any:
-    return _environment_for(project.templates_dir, _compiled_dir(project, "text"))
+    return _environment_for(project.templates_dir, _compiled_dir(project.results_dir, "text"))
 
 
-def _compiled_dir(project: Project, kind: str) -> Path:
+@functools.cache
+def _compiled_dir(results_dir: Path, kind: str) -> Path:
     """Where the templates of one environment are kept compiled: under the results folder,
     apart per environment (its options shape the code) and per llmtt (its filters)."""
     from llmtt.reportcache import code_id
 
     digest = hashlib.sha256(f"{kind} {code_id()}".encode()).hexdigest()[:16]
-    return project.results_dir / ".llmtt-cache" / "templates" / f"{kind}-{digest}"
+    return results_dir / ".llmtt-cache" / "templates" / f"{kind}-{digest}"
 
 
 @functools.cache
@@ -263,7 +264,7 @@ def _html(
 
 
 def _html_environment(project: Project) -> Any:
-    return _html_environment_for(project.templates_dir, _compiled_dir(project, "html"))
+    return _html_environment_for(project.templates_dir, _compiled_dir(project.results_dir, "html"))
 
 
 @functools.cache

@@ -48,9 +48,10 @@ def feed(kind: str, raw: bytes, folder: Path) -> float:
         started = time.perf_counter()
         for start in range(0, len(raw), READ_SIZE):
             lines.feed(raw[start : start + READ_SIZE])
-        lines.flush()
-        parser.poll()
-        parser.finish()
+        with parser.events.held():
+            lines.flush()
+            parser.poll()
+            parser.finish()
         return time.perf_counter() - started
 
 

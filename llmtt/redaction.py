@@ -149,7 +149,7 @@ class Redactor:
         """A JSON-like value with every string in it (keys too) masked."""
         kind = type(value)
         if kind is str:
-            return self._text(value)
+            return self.text(value)
         if kind in _PLAIN or value is None:
             return value
         if isinstance(value, dict):
@@ -157,12 +157,13 @@ class Redactor:
         if isinstance(value, list | tuple):
             return [self.value(v) for v in value]
         if isinstance(value, str):  # a str subclass
-            return self._text(value)
+            return self.text(value)
         return value
 
-    def _text(self, text: str) -> str:
-        # Records repeat their keys and many values: a report of thousands of runs, or an
-        # event log, redacts each distinct short string once.
+    def text(self, text: str) -> str:
+        """`text` masked, as `__call__` does; a short one remembered, for records repeat their
+        keys and many values: a report of thousands of runs, or an event log, redacts each
+        distinct short string once."""
         done = self._done.get(text)
         if done is None:
             done = self(text)

@@ -285,3 +285,28 @@ def test_an_event_is_masked_in_every_value_nested_or_clipped_and_nothing_else_ch
         None,
     )
     assert event["event"] == "tool_result" and isinstance(event["ts"], float)
+
+
+@pytest.mark.parametrize("accelerated", [True, False])
+def test_an_event_line_is_what_json_dumps_writes(
+    accelerated: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's own encoder (json's C encoder made once, or json's encoder where the C
+    one is missing) writes what `json.dumps(record, ensure_ascii=False)` writes, byte for
+    byte, and refuses what it refuses."""
+    import llmtt.events
+
+    if not accelerated:
+        monkeypatch.setattr(json.encoder, "c_make_encoder", None)
+    encode = llmtt.events._encoder()
+    record = {
+        "ts": 1795644401.325,
+        "event": "tool_result",
+        "output": 'naïve "quoted" \\ \n\t\x00\x7f \u2028 ☃ 𝄞',
+        "nested": {"list": [1, 2.5, -0.0, 1e16, None, True, False], "": {}},
+        "big": 2**70,
+        "nan": float("nan"),
+    }
+    assert encode(record) == json.dumps(record, ensure_ascii=False)
+    with pytest.raises(TypeError):
+        encode({"ts": 1.0, "bad": {1, 2}})

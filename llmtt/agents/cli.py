@@ -36,6 +36,8 @@ _ANSI = re.compile(
 # reset that claude-code prints as it exits: not the agent's output.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 SCRIPTED = "scripted"
+# json.loads without its wrapper: (the value, where it ends); the caller checks the end.
+_DECODE = json.JSONDecoder().raw_decode
 
 
 def strip_ansi(text: str) -> str:
@@ -159,8 +161,19 @@ class StreamParser:
 
     def line(self, text: str) -> None:
         """One line of the agent's output (JSON or not)."""
-        # Most lines are JSON, which escapes control characters: one C-speed look says so (the
-        # terminal's "\r" before "\n" aside).
+        # Most lines are one JSON object. Strict JSON holds no control character outside its
+        # whitespace, so no terminal sequence either: a line that decodes whole as it is needs
+        # no cleaning, and only the other lines pay for the look at their characters.
+        stripped = text.strip()
+        if stripped.startswith("{"):
+            try:
+                value, end = _DECODE(stripped)
+            except ValueError:
+                end = -1
+            if end == len(stripped) and isinstance(value, dict):
+                self.handle(value)
+                return
+        # The terminal's "\r" before "\n" aside, one C-speed look says whether to clean it.
         text = text[:-1] if text.endswith("\r") else text
         text = text.strip() if text.isprintable() else _CONTROL.sub("", strip_ansi(text)).strip()
         if not text:
@@ -424,9 +437,10 @@ class CliAgent(Agent):
             on_output=lines.feed,
             stop=limits.reached,
         )
-        lines.flush()
-        parser.poll()
-        parser.finish()
+        with ctx.events.held():  # what only the end shows, written at once
+            lines.flush()
+            parser.poll()
+            parser.finish()
         reason = limits.reason if result.stopped else None
         if reason is not None:
             ctx.events.emit("output", text=reason)

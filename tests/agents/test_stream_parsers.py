@@ -506,6 +506,30 @@ def test_non_json_lines_become_output_and_terminal_codes_are_stripped() -> None:
     assert strip_ansi("\x1b]0;title\x07plain") == "plain"
 
 
+def test_only_a_line_that_is_one_json_object_whole_is_read_as_json() -> None:
+    """A line decoded whole as it comes skips the cleaning; anything else is cleaned first and
+    is JSON only if what is left is one object, else it is output."""
+    out = io.StringIO()
+    parser = OpencodeStream(EventWriter(out), SCRIPTED_PRICING)
+    text = '{"type":"text","part":{"text":"%s"}}'
+    parser.line(text % "trailing" + " and more")
+    parser.line("  " + text % "spaced" + "\r")
+    parser.line("\x1b[0m" + text % "coloured" + "\x1b[0m")
+    parser.line(text % "raw\ttab")  # a raw control character inside a string: not JSON
+    parser.line('{"type":"unknown"}')
+    parser.line("[1, 2]")
+    parser.line(text % "last")
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(e["event"], e["text"]) for e in events] == [
+        ("output", text % "trailing" + " and more"),
+        ("message", "spaced"),
+        ("message", "coloured"),
+        ("output", text % "raw\ttab"),
+        ("output", "[1, 2]"),
+        ("message", "last"),
+    ]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_long_tool_result_line_keeps_its_head_and_tail_in_the_event_log(
     kind: str, tmp_path: Path

@@ -140,7 +140,10 @@ class Redactor:
 
     def __call__(self, text: str) -> str:
         """`text` with secrets masked."""
-        text = self._values.mask(text)
+        values = self._values
+        if values.whole is None and values.hints.search(text) is None:
+            return text
+        text = values.mask(text)
         if any(hint in text for hint in _SHAPE_HINTS):
             text = KEY_SHAPES.sub(MASK, text)
         return _mask_pem_tails(text) if "-----END" in text else text
@@ -203,6 +206,10 @@ class _Values:
         # Longest first: an alternation takes the first branch that matches.
         whole.sort(key=len, reverse=True)
         self.whole = re.compile("|".join(map(re.escape, whole))) if whole else None
+        # What every masking starts from, token-like secrets' pieces, key shapes' starts and a
+        # PEM key's END line, in one pass over a text: most texts hold none of them and are
+        # done at once (one scan for each of twenty strings took twice as long).
+        self.hints = _any_of({*self.anchors, *_SHAPE_HINTS, "-----END"})
 
     def mask(self, text: str) -> str:
         """`text` with every known secret, or run of one, replaced by the mask."""
@@ -247,6 +254,27 @@ def _widen(run: str, at: int, hits: list[tuple[str, int]]) -> tuple[int, int]:
             end, last = end + 1, last + 1
         low, high = min(low, start), max(high, end)
     return low, high
+
+
+def _any_of(words: Iterable[str]) -> re.Pattern[str]:
+    """A pattern matching any of `words`, as a tree of their shared starts: `re` tries each
+    branch of a flat alternation at every character, and only one branch of a tree."""
+    tree: dict[str, Any] = {}
+    for word in words:
+        node = tree
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a word ends here
+
+    def pattern(node: dict[str, Any]) -> str:
+        branches = [re.escape(char) + pattern(rest) for char, rest in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        if "" in node:  # a shorter word ends here: the rest may be absent
+            return "(?:" + "|".join(branches) + ")?"
+        return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+
+    return re.compile(pattern(tree))
 
 
 @functools.lru_cache(maxsize=8)

@@ -167,13 +167,14 @@ class Redactor:
         """`text` masked, as `__call__` does; a short one remembered, for records repeat their
         keys and many values: a report of thousands of runs, or an event log, redacts each
         distinct short string once."""
+        if len(text) > CACHED_LENGTH:  # long texts rarely repeat: not even hashed
+            return self(text)
         done = self._done.get(text)
         if done is None:
             done = self(text)
-            if len(text) <= CACHED_LENGTH:  # long texts rarely repeat; they would only pile up
-                if len(self._done) >= CACHED_COUNT:  # a redactor shared by thousands of runs
-                    self._done.clear()
-                self._done[text] = done
+            if len(self._done) >= CACHED_COUNT:  # a redactor shared by thousands of runs
+                self._done.clear()
+            self._done[text] = done
         return done
 
 

@@ -100,16 +100,17 @@ class CodexStream(StreamParser):
         total (emitted at the end, after the last request); failures -> the reason."""
         kind = obj.get("type")
         item = obj.get("item") or {}
+        what = item.get("type") if isinstance(item, dict) else None
         if kind == "thread.started":
             self._thread = str(obj.get("thread_id") or "") or None
             self.poll()
-        elif kind in ("item.started", "item.completed") and item.get("type") == "command_execution":
+        elif what == "command_execution" and kind in ("item.started", "item.completed"):
             self._stream.append((kind, item))
             if kind == "item.completed":
                 self._ended.add(str(item.get("id")))
-        elif kind == "item.completed" and item.get("type") == "agent_message":
+        elif what == "agent_message" and kind == "item.completed":
             self.events.emit("message", role="assistant", text=str(item.get("text", "")))
-        elif kind == "item.completed" and item.get("type") == "error":
+        elif what == "error" and kind == "item.completed":
             # e.g. "Model metadata for `scripted` not found": said, not counted.
             self.events.emit("output", text=f"codex: {item.get('message', '')}")
         elif kind == "turn.completed":

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from installed import compile_llmtt
+
 DOIT = str(Path(sys.executable).parent / "doit")
 
 TOML = """\
@@ -94,6 +96,7 @@ def median_of(root: Path, runs: int, *args: str, cold: bool = False) -> float:
 
 def main() -> None:
     """Run every measurement and print one JSON object of figures."""
+    compile_llmtt()
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenarios", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=10)

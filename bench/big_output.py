@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from installed import compile_llmtt
+
 DOIT = str(Path(sys.executable).parent / "doit")
 
 TOML = """\
@@ -40,6 +42,7 @@ evaluation:
 
 
 def main() -> None:
+    compile_llmtt()
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mb", type=int, default=100)
     parser.add_argument("--out", type=Path, default=Path("bench/out/big-output"))

@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from installed import compile_llmtt
+
 DOIT = str(Path(sys.executable).parent / "doit")
 
 TOML = """\
@@ -109,6 +111,7 @@ def one(root: Path, workers: int) -> tuple[float, float]:
 
 
 def main() -> None:
+    compile_llmtt()
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=16)
     parser.add_argument("--secs", type=float, default=2.0)

@@ -42,6 +42,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from installed import compile_llmtt  # noqa: E402
+
 from bench import make_project, timed  # noqa: E402  (bench/bench.py, beside this file)
 
 INSPECT_VERSION = "0.3.285"
@@ -227,6 +229,7 @@ def ratio(llmtt: float, inspect: float) -> float | None:
 
 
 def main() -> None:
+    compile_llmtt()
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-n", type=int, default=300, help="items in the smaller run (N)")
     parser.add_argument("--reps", type=int, default=5, help="invocations per size (median)")

@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from installed import compile_llmtt  # noqa: E402
 from ray_cluster import RayCluster  # noqa: E402
 
 DOIT = str(Path(sys.executable).parent / "doit")
@@ -73,6 +74,7 @@ def timed(run: object) -> tuple[float, float]:
 
 
 def main() -> None:
+    compile_llmtt()
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=64)
     parser.add_argument("--secs", type=float, default=2.0)

@@ -26,6 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from installed import compile_llmtt  # noqa: E402
+
 from bench import make_project  # noqa: E402
 
 DOIT = str(Path(sys.executable).parent / "doit")
@@ -96,6 +98,7 @@ def interleaved(a: Path, b: Path, times: int, *args: str) -> tuple[float, float]
 
 
 def main() -> None:
+    compile_llmtt()
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="1000,5000,10000")
     parser.add_argument("--times", type=int, default=5)

@@ -8,7 +8,9 @@ The command has no terminal: stdin is /dev/null and it runs in a session of its 
 
 from __future__ import annotations
 
+import math
 import os
+import select
 import signal
 import subprocess
 import tempfile
@@ -87,7 +89,7 @@ def run_shell(
         )
         timed_out = False
         try:
-            code: int | None = proc.wait(timeout=timeout_secs)
+            code: int | None = _wait(proc, timeout_secs)
         except subprocess.TimeoutExpired:
             timed_out = True
             code = None
@@ -103,6 +105,28 @@ def run_shell(
         duration = time.monotonic() - started
         stdout, stderr = _read(out, keep_tail), _read(err, keep_tail)
         return ShellResult(command, code, stdout, stderr, timed_out, duration, signal_number)
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout_secs: float) -> int:
+    """`proc.wait(timeout_secs)`, woken by the process's end itself (through a pidfd) rather
+    than by subprocess's look every few milliseconds, which added 1-4 ms to every short
+    command, such as a gate's."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # before Linux 5.3, or not Linux
+        return proc.wait(timeout=timeout_secs)
+    try:
+        ended = select.poll()
+        ended.register(pidfd, select.POLLIN)
+        deadline = time.monotonic() + timeout_secs
+        while (code := proc.poll()) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout_secs)
+            ended.poll(math.ceil(left * 1000))
+        return code
+    finally:
+        os.close(pidfd)
 
 
 def kill_group(pgid: int, grace_secs: float = 0.5) -> None:

@@ -16,16 +16,31 @@ from llmtt.workspace import prepare, run_setup
 ENV = {"PATH": os.environ["PATH"]}
 
 
-def test_run_shell_captures_and_times_out(tmp_path: Path) -> None:
+@pytest.fixture(params=["pidfd", "polling"])
+def wait_by(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A command's end is waited for through a pidfd, or by subprocess's own look where the
+    system has none."""
+    if request.param == "polling":
+
+        def missing(pid: int, flags: int = 0) -> int:
+            raise OSError(38, "Function not implemented")
+
+        monkeypatch.setattr(os, "pidfd_open", missing)
+    return str(request.param)
+
+
+def test_run_shell_captures_and_times_out(tmp_path: Path, wait_by: str) -> None:
     ok = run_shell("echo out; echo err >&2; exit 2", cwd=tmp_path, env=ENV, timeout_secs=5)
     assert (ok.exit_code, ok.stdout, ok.stderr, ok.timed_out) == (2, "out\n", "err\n", False)
     started = time.monotonic()
     slow = run_shell("sleep 30", cwd=tmp_path, env=ENV, timeout_secs=0.5)
     assert slow.timed_out and slow.exit_code is None and time.monotonic() - started < 3
+    quick = [run_shell("true", cwd=tmp_path, env=ENV, timeout_secs=5) for _ in range(20)]
+    assert all(q.exit_code == 0 and not q.timed_out for q in quick)
     assert slow.describe() == "timed out after 0s" or slow.describe().startswith("timed out")
 
 
-def test_run_shell_has_no_terminal_and_reports_a_signal_death(tmp_path: Path) -> None:
+def test_run_shell_has_no_terminal_and_reports_a_signal_death(tmp_path: Path, wait_by: str) -> None:
     started = time.monotonic()
     closed = run_shell("cat; tty", cwd=tmp_path, env=ENV, timeout_secs=5)
     assert (closed.exit_code, closed.stdout) == (1, "not a tty\n")

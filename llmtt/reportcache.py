@@ -20,6 +20,7 @@ import json
 import os
 import secrets
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,35 +63,44 @@ def report_runs(
 ) -> list[Made]:
     """Each run's part of the reports: kept from an earlier aggregate where its result.json is
     the same file and its `expect` the same, else made by `build` and `render` (and kept, when
-    the run has a result.json). `template`: what tells the panel's template from another."""
-    path = results_dir / ".llmtt-cache" / "report-runs.db"
-    conn = _open(path, redact, template)
+    the run has a result.json). `template`: what tells the panel's template from another.
+
+    What the cache holds serves only if it was made for the same secrets, which a slow salted
+    hash tells (~25 ms): the hash is worked out in a thread (it leaves the interpreter free)
+    while the runs that the cache cannot serve anyway are made."""
+    cache = _open(results_dir / ".llmtt-cache" / "report-runs.db", redact, template)
     known: dict[str, tuple[str, str, str, str]] = {}
-    if conn is not None:
+    if cache is not None:
         try:
             known = {
                 r[0]: r[1:]
-                for r in conn.execute("SELECT run_id, stamp, row, panel, html FROM runs")
+                for r in cache.conn.execute("SELECT run_id, stamp, row, panel, html FROM runs")
             }
         except sqlite3.Error:
-            conn = None
-    out: list[Made] = []
+            cache.close()
+            cache = None
+    out: list[Made | None] = []
     made: list[tuple[str, str, str, str, str]] = []
-    loads = json.loads
+    kept: list[int] = []  # where `out` waits for a kept row the secrets' check must confirm
     for run in runs:
         stamp = _stamp(run)  # before the file is read: a newer one is missed, never mixed
         hit = known.get(run.run_id)
         if stamp is not None and hit is not None and hit[0] == stamp:
-            out.append(Made(loads(hit[1]), hit[2], hit[3]))
-            continue
-        row, panel = build(run)
-        row, panel = redact.value(row), redact.value(panel)
-        html = render(row, panel)
-        panel_json = json.dumps(panel)
-        if stamp is not None:
-            made.append((run.run_id, stamp, json.dumps(row), panel_json, html))
-        out.append(Made(row, panel_json, html))
-    if conn is not None:
+            kept.append(len(out))
+            out.append(None)
+        else:
+            out.append(_make(run, stamp, redact, build, render, made))
+    serves = cache is not None and cache.same_secrets()
+    if cache is not None and not serves:
+        cache = cache.renew()  # made for other secrets: nothing of it serves
+    for at in kept:
+        run = runs[at]
+        hit = known[run.run_id]
+        if serves:
+            out[at] = Made(json.loads(hit[1]), hit[2], hit[3])
+        else:
+            out[at] = _make(run, hit[0], redact, build, render, made)
+    if cache is not None:
         planned = {run.run_id for run in runs}
         gone = [
             (run_id,)
@@ -98,13 +108,77 @@ def report_runs(
             if not (results_dir / run_id / "result.json").exists()
         ]
         try:
-            with conn:
-                conn.executemany("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?)", made)
-                conn.executemany("DELETE FROM runs WHERE run_id = ?", gone)
+            with cache.conn:
+                cache.conn.executemany("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?)", made)
+                cache.conn.executemany("DELETE FROM runs WHERE run_id = ?", gone)
         except sqlite3.Error:
             pass  # kept next time, then
-        conn.close()
-    return out
+        cache.close()
+    return [m for m in out if m is not None]
+
+
+def _make(
+    run: Run,
+    stamp: str | None,
+    redact: Redactor,
+    build: Build,
+    render: Render,
+    made: list[tuple[str, str, str, str, str]],
+) -> Made:
+    """A run's part made anew, and put in `made` to be kept when it has a result.json."""
+    row, panel = build(run)
+    row, panel = redact.value(row), redact.value(panel)
+    html = render(row, panel)
+    panel_json = json.dumps(panel)
+    if stamp is not None:
+        made.append((run.run_id, stamp, json.dumps(row), panel_json, html))
+    return Made(row, panel_json, html)
+
+
+class _Cache:
+    """An open cache whose code and template are this aggregate's, and the hash of the secrets
+    it is for (worked out in a thread from the moment it is opened)."""
+
+    def __init__(self, conn: sqlite3.Connection, meta: dict[str, str], redact: Redactor) -> None:
+        self.conn = conn
+        self.meta = meta
+        self._salt = bytes.fromhex(meta["salt"])
+        self._hash: list[str] = []
+        self._hashing = threading.Thread(
+            target=lambda: self._hash.append(redact.fingerprint(self._salt)), daemon=True
+        )
+        self._hashing.start()
+
+    def secrets(self) -> str:
+        """The hash of the secrets this aggregate knows, with the cache's salt."""
+        self._hashing.join()
+        if not self._hash:
+            raise ValueError("the hash of the secrets could not be made")
+        return self._hash[0]
+
+    def same_secrets(self) -> bool:
+        """Whether the kept rows were redacted for the secrets known now."""
+        return self.meta.get("secrets") == self.secrets()
+
+    def renew(self) -> _Cache | None:
+        """The cache emptied and marked as made for the secrets known now."""
+        try:
+            with self.conn:  # the table too: another format may have other columns
+                self.conn.execute("DROP TABLE runs")
+                self.conn.executescript(SCHEMA)
+                self.meta["secrets"] = self.secrets()
+                self.conn.executemany(
+                    "INSERT OR REPLACE INTO meta VALUES (?, ?)", self.meta.items()
+                )
+        except (sqlite3.Error, ValueError):
+            self.close()
+            return None
+        return self
+
+    def close(self) -> None:
+        """Closed, once its hash is done with."""
+        self._hashing.join()
+        self.conn.close()
 
 
 def _stamp(run: Run) -> str | None:
@@ -115,9 +189,10 @@ def _stamp(run: Run) -> str | None:
     return f"{stat.st_mtime_ns}:{stat.st_size}:{stat.st_ino}:{run.scenario.spec.expect}"
 
 
-def _open(path: Path, redact: Redactor, template: str) -> sqlite3.Connection | None:
-    """The cache, emptied when it was made by other code, templates or secrets; None when it
-    cannot be used (it is then removed if damaged, to be made again next time)."""
+def _open(path: Path, redact: Redactor, template: str) -> _Cache | None:
+    """The cache, emptied when it was made by other code or templates (and, once its hash is
+    known, for other secrets); None when it cannot be used (it is then removed if damaged, to
+    be made again next time)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, timeout=10)
@@ -126,25 +201,23 @@ def _open(path: Path, redact: Redactor, template: str) -> sqlite3.Connection | N
     try:
         conn.executescript(SCHEMA)
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        salt = meta.get("salt") or secrets.token_hex(16)
-        wanted = {
-            "format": str(FORMAT),
-            "code": code_id(),
-            "template": template,
-            "secrets": redact.fingerprint(bytes.fromhex(salt)),
-            "salt": salt,
-        }
+        salt = meta.get("salt", "")
+        if len(salt) != 32 or salt.strip("0123456789abcdef"):  # none yet, or damaged
+            salt = secrets.token_hex(16)
+        wanted = {"format": str(FORMAT), "code": code_id(), "template": template, "salt": salt}
         if any(meta.get(key) != value for key, value in wanted.items()):
             with conn:  # the table too: another format may have other columns
                 conn.execute("DROP TABLE runs")
                 conn.executescript(SCHEMA)
+                conn.execute("DELETE FROM meta")
                 conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", wanted.items())
-    except (sqlite3.DatabaseError, ValueError) as exc:
+            meta = dict(wanted)  # no `secrets`: the check finds them different, and renews
+    except sqlite3.DatabaseError as exc:
         conn.close()
-        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+        if not isinstance(exc, sqlite3.OperationalError):
             path.unlink(missing_ok=True)  # not a database (any more): made again next time
         return None
-    return conn
+    return _Cache(conn, meta, redact)
 
 
 @functools.cache

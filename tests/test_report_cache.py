@@ -160,3 +160,20 @@ def test_templates_are_kept_compiled_and_a_place_that_cannot_hold_them_costs_onl
     assert (project.results() / "s0/oracle/r2/evaluation.md").read_text() == (
         "own again s0/oracle/r2\n"
     )
+
+
+def test_a_damaged_salt_or_secrets_hash_makes_the_cache_again_and_it_serves_after(
+    project: Project,
+) -> None:
+    suite(project)
+    expected = aggregate(project)
+    for key, value in (("salt", "not hex at all"), ("secrets", "0" * 64)):
+        with sqlite3.connect(cache(project)) as conn:
+            conn.execute("UPDATE meta SET value = ? WHERE key = ?", (value, key))
+            conn.execute("UPDATE runs SET html = 'stale'")  # what the check must not serve
+        assert aggregate(project) == expected, key
+        with sqlite3.connect(cache(project)) as conn:
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            html = [r[0] for r in conn.execute("SELECT html FROM runs")]
+        assert len(html) == 6 and "stale" not in html, key
+        assert len(meta["salt"]) == 32 and meta["secrets"] != "0" * 64, key

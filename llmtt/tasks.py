@@ -62,39 +62,70 @@ def _processes(argv: list[str]) -> int:
     return 0 if threads else count
 
 
-_WARM = {"done": False}
+_WARM = {"done": False, "evaluation": False}
+# A worker's warm-up of the later layers waits this long into its first agent's run: while the
+# workers are still being forked and their agents started, it would only take a core from them.
+WARM_AFTER_SECS = 0.5
+
+
+def _parallel_run() -> bool:
+    """This is a local `doit run -n N` with worker processes."""
+    return COMMAND == "run" and EXECUTOR == "local" and _processes(sys.argv[1:]) >= 2
 
 
 def _warm_workers(task: Any) -> None:
     """Once a layer is found pending in a `doit run -n N`, before doit forks its workers (it
-    forks once it has a first task for them): import here what every worker would import for
-    itself, load that layer's run and compile its evaluation.md template, and freeze it all out
-    of the garbage collector's sight, so the workers share those pages and start at once
-    instead of each doing the same work on two cores (at -n 8, ~50 ms a worker)."""
+    forks once it has a first task for them): import here what every worker needs to start
+    its agent, load that layer's run, and freeze it all out of the garbage collector's sight,
+    so the workers share those pages and start at once instead of each doing the same work on
+    two cores. What only the later layers need is left to each worker's agent run
+    (`_warm_evaluation`): the first agents start that much sooner."""
     if _WARM["done"]:
         return
     _WARM["done"] = True
-    if COMMAND != "run" or _processes(sys.argv[1:]) < 2:
+    if not _parallel_run():
         return
-    import jinja2  # noqa: F401
-
     import llmtt.agents.cli  # noqa: F401
     import llmtt.agents.runner  # noqa: F401
-    import llmtt.evaluation.evaluate  # noqa: F401
     import llmtt.execute  # noqa: F401
     import llmtt.plan  # noqa: F401
     import llmtt.project  # noqa: F401
-    import llmtt.remote  # noqa: F401
-    import llmtt.report
 
     spec = task.actions[0].args[0] if task.actions and task.actions[0].args else None
     if isinstance(spec, RunSpec):
         try:
-            project, _ = _run(spec)
-            llmtt.report._environment(project).get_template("evaluation.md.j2")
+            _run(spec)
         except Exception:  # noqa: BLE001 - only a head start: the task meets it again and says
             pass
     gc.freeze()
+
+
+def _warm_evaluation(project: Project) -> None:
+    """In a worker of a `doit run -n N`, as its first agent starts: import what the evaluate
+    and report layers need and compile the evaluation.md template, in a thread of its own (the
+    agent's run waits on the agent, not on the interpreter), so that neither the start of the
+    first agents nor the evaluation after them waits for it."""
+    if _WARM["evaluation"] or not _parallel_run():
+        return
+    _WARM["evaluation"] = True
+
+    def warm() -> None:
+        try:
+            import jinja2  # noqa: F401
+
+            import llmtt.evaluation.evaluate  # noqa: F401
+            import llmtt.remote  # noqa: F401
+            import llmtt.report
+
+            llmtt.report._environment(project).get_template("evaluation.md.j2")
+        except Exception:  # noqa: BLE001 - only a head start: the report layer meets it and says
+            pass
+
+    import threading
+
+    timer = threading.Timer(WARM_AFTER_SECS, warm)
+    timer.name, timer.daemon = "llmtt-warm", True
+    timer.start()
 
 
 class KeyCheck:
@@ -541,6 +572,7 @@ def _agent_action(spec: RunSpec) -> dict[str, Any]:
             "thread: set doit's parallel type to process (par_type), or leave it out"
         )
     project, run = _run(spec)
+    _warm_evaluation(project)
     key = f"{run.run_id}:agent"
     amount: float | None = None
     refusal: str | None = None

@@ -242,8 +242,8 @@ def test_agent_timeout_keeps_partial_transcript_and_leaves_no_process(project: P
 def test_broken_template_override_is_a_clear_error_without_traceback(
     project: Project, workers: list[str]
 ) -> None:
-    """Also with workers, whose parent compiles the template ahead of them (and leaves the
-    error to the task that meets it)."""
+    """Also with workers, which compile the template ahead, as their first agent runs (and
+    leave the error to the task that meets it)."""
     two_scenarios(project)
     project.write("templates/evaluation.md.j2", "line one\n{% if %}\n")
     result = project.doit("run", "scenario=beta", *workers)
@@ -256,6 +256,54 @@ def test_broken_template_override_is_a_clear_error_without_traceback(
     result = project.doit("run", "scenario=beta")
     assert "'no_such_variable' is undefined" in result.out + result.err
     assert "Traceback" not in result.out + result.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "warmed"), [(["run", "-n", "2"], True), (["run"], False), (["list"], False)]
+)
+def test_a_worker_warms_the_later_layers_in_a_thread_that_keeps_any_error_to_itself(
+    project: Project, argv: list[str], warmed: bool
+) -> None:
+    """In a worker of `doit run -n N` only: the evaluate and report layers' modules imported and
+    the evaluation.md template compiled beside the first agent's run, once; a broken template
+    raises nothing there (its task says what is wrong)."""
+    two_scenarios(project)
+    project.write("templates/evaluation.md.j2", "line one\n{% if %}\n")
+    code = f"""
+import sys, threading
+sys.argv = ["doit", *{argv!r}]
+import llmtt.tasks as tasks
+from llmtt.project import load_project
+tasks.WARM_AFTER_SECS = 0
+failed, made = [], []
+threading.excepthook = failed.append
+
+
+class Counted(threading.Timer):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        made.append(self)
+
+
+threading.Timer = Counted
+project = load_project(tasks.ROOT)
+before = "llmtt.report" in sys.modules
+tasks._warm_evaluation(project)
+tasks._warm_evaluation(project)
+for thread in made:
+    thread.join()
+print(before, len(made), "llmtt.report" in sys.modules, len(failed))
+"""
+    done = subprocess.run(
+        [str(Path(DOIT).parent / "python"), "-c", code],
+        cwd=project.root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.split() == ["False", str(int(warmed)), str(warmed), "0"]
 
 
 @pytest.mark.parametrize("variable", ["repeats=0", "repeats=many", "tier=one"])

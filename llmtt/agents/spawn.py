@@ -12,8 +12,8 @@ ignores for itself.
 
 Python's os.posix_spawn has no working-directory action, so glibc is called through ctypes.
 Where glibc lacks the actions this needs (posix_spawn_file_actions_addchdir_np, 2.29;
-addclosefrom_np, 2.34) or is not the C library, `available()` is false and the runner
-falls back to ptyprocess.
+addclosefrom_np, 2.34) or is not the C library, or where a terminal cannot be opened by its
+name, `available()` is false and the runner falls back to ptyprocess.
 """
 
 from __future__ import annotations
@@ -73,8 +73,28 @@ def _libc() -> Any:
 
 
 def available() -> bool:
-    """Whether spawn() can be used here (glibc >= 2.34)."""
-    return _libc() is not None
+    """Whether spawn() can be used here: glibc >= 2.34, and a new terminal can be opened by
+    its name, as the child opens it."""
+    return _libc() is not None and _terminal_by_name()
+
+
+@functools.cache
+def _terminal_by_name() -> bool:
+    """Whether a new PTY can be opened again through its name here. A sandbox may give
+    openpty() but not the /dev/pts path; the runner then forks, which needs no name, rather
+    than fail every run."""
+    try:
+        master, slave = os.openpty()
+    except OSError:
+        return True  # no terminal at all: the runner fails either way, and says why
+    try:
+        os.close(os.open(os.ttyname(slave), os.O_RDWR | os.O_NOCTTY))
+    except OSError:
+        return False
+    finally:
+        os.close(master)
+        os.close(slave)
+    return True
 
 
 class Child:

@@ -7,6 +7,8 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from llmtt.agents import spawn
 
 ENV = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
@@ -20,3 +22,29 @@ def test_a_spawned_child_still_alive_at_close_is_killed_and_reaped(tmp_path: Pat
     child.close()
     assert not child.isalive() and child.signalstatus == signal.SIGKILL
     assert not Path(f"/proc/{child.pid}").exists()  # reaped, not a zombie
+
+
+def test_where_a_terminal_cannot_be_opened_by_its_name_the_runner_forks_instead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sandbox that gives openpty() but hides /dev/pts: every run would fail in the spawned
+    child's open; the runner takes ptyprocess's fork, which needs no name, and the run works."""
+    from llmtt.agents.runner import run_in_pty
+
+    assert spawn.available()
+    monkeypatch.setattr(os, "ttyname", lambda fd: str(tmp_path / "no-such-pts"))
+    spawn._terminal_by_name.cache_clear()
+    try:
+        assert not spawn.available()
+        done = run_in_pty(
+            ["/bin/sh", "-c", "tty >/dev/null && echo works"],
+            cwd=tmp_path,
+            env=ENV,
+            timeout_secs=20,
+        )
+    finally:
+        monkeypatch.undo()
+        spawn._terminal_by_name.cache_clear()
+    assert done.exit_code == 0, done.output
+    assert "works" in done.output
+    assert spawn.available()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -128,6 +129,7 @@ def clip(text: str, limit: int = MAX_TEXT) -> str:
 
 
 _PLAIN = frozenset({int, float, bool})
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _encoder() -> Callable[[Any], str]:
@@ -196,7 +198,14 @@ class EventWriter:
                     fields[key] = text_of(item)
                 elif item is not None and kind not in _PLAIN:
                     fields[key] = value_of(item)
-        self._handle.write(_ENCODE({"ts": round(time.time(), 3), "event": event, **fields}) + "\n")
+        line = _ENCODE({"ts": round(time.time(), 3), "event": event, **fields}) + "\n"
+        try:
+            self._handle.write(line)
+        except UnicodeEncodeError:
+            # A lone half of a UTF-16 pair, which a JSON escape in an agent's stream can hold
+            # (a client that cut a text in the middle of an emoji): not UTF-8, so it is written
+            # as the replacement character rather than failing the run.
+            self._handle.write(_SURROGATE.sub("\ufffd", line))
         if not self._held:
             self._handle.flush()
 

@@ -144,29 +144,37 @@ class _Cache:
         self.meta = meta
         self._salt = bytes.fromhex(meta["salt"])
         self._hash: list[str] = []
-        self._hashing = threading.Thread(
-            target=lambda: self._hash.append(redact.fingerprint(self._salt)), daemon=True
-        )
+        self._hashing = threading.Thread(target=self._work_out, args=(redact,), daemon=True)
         self._hashing.start()
 
-    def secrets(self) -> str:
-        """The hash of the secrets this aggregate knows, with the cache's salt."""
+    def _work_out(self, redact: Redactor) -> None:
+        try:
+            self._hash.append(redact.fingerprint(self._salt))
+        except Exception:  # noqa: BLE001 - e.g. a secret that is not UTF-8: no hash, no cache
+            pass  # (and no traceback of the thread's, which could show a piece of the secret)
+
+    def secrets(self) -> str | None:
+        """The hash of the secrets this aggregate knows, with the cache's salt; None when it
+        could not be made."""
         self._hashing.join()
-        if not self._hash:
-            raise ValueError("the hash of the secrets could not be made")
-        return self._hash[0]
+        return self._hash[0] if self._hash else None
 
     def same_secrets(self) -> bool:
         """Whether the kept rows were redacted for the secrets known now."""
-        return self.meta.get("secrets") == self.secrets()
+        known = self.secrets()
+        return known is not None and self.meta.get("secrets") == known
 
     def renew(self) -> _Cache | None:
-        """The cache emptied and marked as made for the secrets known now."""
+        """The cache emptied and marked as made for the secrets known now; None (closed) when
+        that cannot be done, the hash of the secrets included."""
+        known = self.secrets()
         try:
+            if known is None:
+                raise ValueError("no hash of the secrets")
             with self.conn:  # the table too: another format may have other columns
                 self.conn.execute("DROP TABLE runs")
                 self.conn.executescript(SCHEMA)
-                self.meta["secrets"] = self.secrets()
+                self.meta["secrets"] = known
                 self.conn.executemany(
                     "INSERT OR REPLACE INTO meta VALUES (?, ?)", self.meta.items()
                 )

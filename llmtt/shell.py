@@ -23,6 +23,7 @@ from typing import BinaryIO
 from llmtt.invocation.watchdog import marked
 
 MAX_CAPTURE = 1_000_000
+_MAX_POLL_MS = 2**31 - 1  # poll()'s longest wait; a longer timeout (or none: inf) waits again
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def _wait(proc: subprocess.Popen[bytes], timeout_secs: float) -> int:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise subprocess.TimeoutExpired(proc.args, timeout_secs)
-            ended.poll(math.ceil(left * 1000))
+            ended.poll(_MAX_POLL_MS if left * 1000 >= _MAX_POLL_MS else math.ceil(left * 1000))
         return code
     finally:
         os.close(pidfd)

@@ -177,3 +177,22 @@ def test_a_damaged_salt_or_secrets_hash_makes_the_cache_again_and_it_serves_afte
             html = [r[0] for r in conn.execute("SELECT html FROM runs")]
         assert len(html) == 6 and "stale" not in html, key
         assert len(meta["salt"]) == 32 and meta["secrets"] != "0" * 64, key
+
+
+def test_a_secret_that_is_not_utf8_leaves_the_cache_aside_and_shows_nothing_of_itself(
+    project: Project,
+) -> None:
+    """The secrets' hash cannot be made (a variable's bytes are not UTF-8): the aggregate makes
+    every panel without the cache, writes none of it, and no trace of the thread's failure,
+    which would quote the secret, reaches the terminal."""
+    suite(project)
+    expected = aggregate(project)
+    secret = "abcdefgh\udcffijklmnopqrst"  # the raw byte 0xff, as os.environ shows it
+    before = kept(project)
+    html, report = aggregate(project, env={"DEPLOY_TOKEN": secret})
+    (project.results() / "report.html").unlink()
+    ran = project.doit("run", "aggregate", env={"DEPLOY_TOKEN": secret})
+    assert ran.code == 0 and ran.executed() == ["aggregate"], ran.out + ran.err
+    assert "Traceback" not in ran.err and "ijklmnop" not in ran.out + ran.err
+    assert (html, report) == expected
+    assert kept(project) == before  # neither served nor written over

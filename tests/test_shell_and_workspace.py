@@ -119,3 +119,11 @@ def test_events_round_trip_and_malformed_lines_are_named(tmp_path: Path) -> None
         handle.write('{"ts": 1, "event": "tool_call"}\n')
     with pytest.raises(LlmttError, match=r"events.jsonl:4: malformed event"):
         read_events(path)
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), 3e6])
+def test_a_timeout_longer_than_a_poll_can_wait_still_waits(
+    tmp_path: Path, wait_by: str, timeout: float
+) -> None:
+    done = run_shell("sleep 0.1; echo done", cwd=tmp_path, env=ENV, timeout_secs=timeout)
+    assert (done.exit_code, done.stdout, done.timed_out) == (0, "done\n", False)

@@ -38,7 +38,7 @@ from llmtt.agents.opencode import OpencodeStream
 from llmtt.agents.runner import READ_SIZE
 from llmtt.config import ModelSpec
 from llmtt.evaluation.usage import run_usage
-from llmtt.events import MAX_TEXT, EventWriter, Usage
+from llmtt.events import MAX_TEXT, EventWriter, Message, Usage, read_events
 from llmtt.redaction import MASK, Redactor
 from llmtt.scenario import Scenario
 
@@ -527,6 +527,23 @@ def test_only_a_line_that_is_one_json_object_whole_is_read_as_json() -> None:
         ("output", text % "raw\ttab"),
         ("output", "[1, 2]"),
         ("message", "last"),
+    ]
+
+
+def test_a_lone_half_of_a_utf16_pair_in_a_json_line_is_written_as_the_replacement_character(
+    tmp_path: Path,
+) -> None:
+    """A client that cuts a text in the middle of an emoji escapes half of its UTF-16 pair:
+    the event log stays UTF-8 (the run used to fail writing it), the rest of the text kept."""
+    path = tmp_path / "events.jsonl"
+    with open(path, "w", encoding="utf-8") as handle:
+        parser = OpencodeStream(EventWriter(handle), SCRIPTED_PRICING)
+        parser.line('{"type":"text","part":{"text":"cut \\ud83d here, whole \\ud83d\\ude00"}}')
+        parser.line('{"type":"text","part":{"text":"after"}}')
+    events = read_events(path)
+    assert [e.text for e in events if isinstance(e, Message)] == [
+        "cut \ufffd here, whole \U0001f600",
+        "after",
     ]
 
 

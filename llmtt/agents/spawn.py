@@ -19,6 +19,7 @@ name, `available()` is false and the runner falls back to ptyprocess.
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import functools
 import os
@@ -78,23 +79,32 @@ def available() -> bool:
     return _libc() is not None and _terminal_by_name()
 
 
-@functools.cache
 def _terminal_by_name() -> bool:
     """Whether a new PTY can be opened again through its name here. A sandbox may give
     openpty() but not the /dev/pts path; the runner then forks, which needs no name, rather
-    than fail every run."""
+    than fail every run. Asked once a process; a look that could not be made (no descriptor
+    or terminal left at that moment) is made again next time."""
+    if _BY_NAME:
+        return _BY_NAME[0]
     try:
         master, slave = os.openpty()
     except OSError:
-        return True  # no terminal at all: the runner fails either way, and says why
+        return True  # no terminal now: the runner says so, either way
     try:
         os.close(os.open(os.ttyname(slave), os.O_RDWR | os.O_NOCTTY))
-    except OSError:
-        return False
+    except OSError as exc:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            return True
+        _BY_NAME.append(False)
+    else:
+        _BY_NAME.append(True)
     finally:
         os.close(master)
         os.close(slave)
-    return True
+    return _BY_NAME[0]
+
+
+_BY_NAME: list[bool] = []  # _terminal_by_name's answer, once known
 
 
 class Child:

@@ -33,7 +33,7 @@ def test_where_a_terminal_cannot_be_opened_by_its_name_the_runner_forks_instead(
 
     assert spawn.available()
     monkeypatch.setattr(os, "ttyname", lambda fd: str(tmp_path / "no-such-pts"))
-    spawn._terminal_by_name.cache_clear()
+    monkeypatch.setattr(spawn, "_BY_NAME", [])
     try:
         assert not spawn.available()
         done = run_in_pty(
@@ -44,7 +44,22 @@ def test_where_a_terminal_cannot_be_opened_by_its_name_the_runner_forks_instead(
         )
     finally:
         monkeypatch.undo()
-        spawn._terminal_by_name.cache_clear()
     assert done.exit_code == 0, done.output
     assert "works" in done.output
     assert spawn.available()
+
+
+def test_a_look_at_the_terminal_cut_short_by_the_descriptor_limit_is_made_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(spawn, "_BY_NAME", [])
+    real_open = os.open
+
+    def full(path: str, flags: int, mode: int = 0o777) -> int:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(os, "open", full)
+    assert spawn.available()  # not known: the usual way
+    assert spawn._BY_NAME == []  # and not remembered
+    monkeypatch.setattr(os, "open", real_open)
+    assert spawn.available() and spawn._BY_NAME == [True]

@@ -38,8 +38,10 @@ FILE_MODE = 0o666 & ~_umask()
 
 
 def write_text(path: Path, text: str, redact: Redactor | None = None) -> None:
-    """Write `text` to `path` through a temporary file in the same folder, then rename."""
-    write_bytes(path, (redact(text) if redact else text).encode("utf-8"))
+    """Write `text` to `path` through a temporary file in the same folder, then rename. A lone
+    half of a UTF-16 pair (a JSON escape some clients write when they cut a text in the middle
+    of an emoji) is not UTF-8: it is written as "?" rather than failing the write."""
+    write_bytes(path, (redact(text) if redact else text).encode("utf-8", errors="replace"))
 
 
 def write_bytes(path: Path, data: bytes) -> None:

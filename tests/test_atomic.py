@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from llmtt.atomic import write_bytes
+from llmtt.atomic import write_bytes, write_text
 
 
 def test_threads_writing_one_file_each_leave_it_whole_and_no_temporary_file(
@@ -34,3 +34,9 @@ def test_a_missing_folder_is_made(tmp_path: Path) -> None:
     path = tmp_path / "a" / "b" / "report.md"
     write_bytes(path, b"# report\n")
     assert path.read_bytes() == b"# report\n"
+
+
+def test_a_lone_surrogate_is_written_as_a_question_mark_not_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "evaluation.md"
+    write_text(path, "cut \ud83d here, whole \U0001f600\n")
+    assert path.read_text(encoding="utf-8") == "cut ? here, whole \U0001f600\n"

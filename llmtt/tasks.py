@@ -58,8 +58,7 @@ def _processes(argv: list[str]) -> int:
             value = arg[2:]
         if value is not None and value.isdigit():
             count = int(value)
-    threads = any(a in ("-P", "--parallel-type") for a in argv) and "thread" in argv
-    return 0 if threads else count
+    return 0 if _parallel_type(argv) == "thread" else count
 
 
 _WARM = {"done": False, "evaluation": False}
@@ -367,12 +366,13 @@ def _executor() -> str:
     elif kind == "ray" and COMMAND == "run":
         import importlib.util
 
+        parallel = _parallel_type(sys.argv[1:])
         if importlib.util.find_spec("ray") is None:
             problem = "executor=ray needs Ray on this machine: pip install 'llmtt[ray]'"
-        elif _parallel_type(sys.argv[1:]) not in (None, "thread"):
+        elif parallel not in (None, "thread"):
             problem = (
                 "executor=ray waits for its runs from threads of this process: leave out "
-                f"-P {_parallel_type(sys.argv[1:])} (-n N alone sets how many runs are under way)"
+                f"-P {parallel} (-n N alone sets how many runs are under way)"
             )
         DOIT_CONFIG["num_process"] = TASKS.executor["max_in_flight"]
         DOIT_CONFIG["par_type"] = "thread"

@@ -1139,3 +1139,19 @@ def test_the_session_is_part_of_the_scripted_runs_agent_key(project: Project) ->
     assert len(set(scripted)) == 3  # each edit of the session re-runs the scripted agent
     for run in ("demo/oracle/r1", "demo/litellm-other/r1"):
         assert plain[run] == first[run] == second[run]
+
+
+def test_a_request_body_nested_too_deep_is_refused_as_not_json(tmp_path: Path) -> None:
+    """Python's json raises RecursionError on it: the server once died on that request
+    (the client saw its connection dropped) instead of answering 400."""
+    depth = 100_000
+    with ScriptedServer(["git init -q ."], log=tmp_path / "log.jsonl") as server:
+        request = urllib.request.Request(
+            server.url + "/v1/chat/completions",
+            data=b"[" * depth + b"]" * depth,
+            headers={"Content-Type": "application/json"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 400
+        assert b"request body is not JSON" in refused.value.read()

@@ -162,7 +162,7 @@ def _json_path(gate: CommandJsonPath, result: ShellResult) -> tuple[bool, str]:
 
     try:
         document = json.loads(result.stdout)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to read
         return (
             False,
             f"output of `{gate.command}` ({result.describe()}) is not JSON: {exc}" + _seen(result),
@@ -203,7 +203,7 @@ def _literal(text: str) -> Any:
     text = text.strip()
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text.strip("'\"") if len(text) >= 2 and text[0] == text[-1] == "'" else text
 
 

@@ -92,7 +92,7 @@ def parse_answer(text: str, rubric: Rubric) -> tuple[JudgeAnswer | None, str | N
         return None, "no JSON object in the answer"
     try:
         data = json.loads(text[start : end + 1])
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to read
         return None, f"invalid JSON: {exc}"
     try:
         answer = JudgeAnswer.model_validate(data)

@@ -228,11 +228,11 @@ def json_object(stdout: str) -> tuple[dict[str, Any] | None, str | None]:
         return None, "stdout is empty"
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to read
         last = text.splitlines()[-1]
         try:
             data = json.loads(last)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None, f"stdout is not JSON ({exc})"
     if not isinstance(data, dict):
         return None, f"stdout is JSON but not an object ({type(data).__name__})"

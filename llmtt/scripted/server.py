@@ -161,7 +161,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         try:
             body = json.loads(raw or b"{}")
-        except ValueError:
+        except (ValueError, RecursionError):
             self._json({"error": {"message": "request body is not JSON"}}, status=400)
             return
         path = self.path.split("?")[0].rstrip("/")

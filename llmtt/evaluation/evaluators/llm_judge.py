@@ -178,11 +178,11 @@ def parse(text: str, scale: str) -> tuple[tuple[Score, str, Any] | None, str]:
         body = body.strip("`").removeprefix("json").strip()
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to read
         start, end = body.find("{"), body.rfind("}")
         try:
             data = json.loads(body[start : end + 1]) if 0 <= start < end else None
-        except ValueError:
+        except (ValueError, RecursionError):
             data = None
     if not isinstance(data, dict) or "score" not in data:
         return None, 'not a JSON object with "score"'

@@ -288,6 +288,8 @@ def _parse_json(text: str) -> Any:
         return json.loads(text, parse_constant=_reject_constant)
     except ValueError as exc:
         return _NotJson(str(exc))
+    except RecursionError:
+        return _NotJson("nested too deep to read")
 
 
 def _json_type(value: Any) -> str:

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from llmtt.agents.base import RunContext
-from llmtt.agents.cli import CliAgent, Pricing, StreamParser, Tokens, figure
+from llmtt.agents.cli import CliAgent, Pricing, StreamParser, Tokens, figure, listing, mapping
 from llmtt.agents.install import pinned
 from llmtt.events import EventWriter
 
@@ -39,12 +39,12 @@ class ClaudeStream(StreamParser):
         kind = obj.get("type")
         if kind == "stream_event":
             self._partial = True
-            self._api_event(obj.get("event") or {})
+            self._api_event(mapping(obj.get("event")))
         elif kind == "assistant":
-            message = obj.get("message") or {}
+            message = mapping(obj.get("message"))
             if not self._partial:
                 self._seen(str(message.get("id")), _tokens(message.get("usage")))
-            for block in message.get("content") or []:
+            for block in listing(message.get("content")):
                 if isinstance(block, dict):
                     self._assistant_block(block)
         elif kind == "user":
@@ -52,8 +52,7 @@ class ClaudeStream(StreamParser):
                 # Tool results: the request that called them is over. (With the API's events,
                 # claude may run a call before that request's message_delta has come.)
                 self._flush()
-            content = (obj.get("message") or {}).get("content", [])
-            for block in content if isinstance(content, list) else []:
+            for block in listing(mapping(obj.get("message")).get("content")):
                 if isinstance(block, dict) and block.get("type") == "tool_result":
                     self._tool_result(block)
         elif kind == "result":
@@ -67,7 +66,7 @@ class ClaudeStream(StreamParser):
     def _api_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         if kind == "message_start":
-            message = event.get("message") or {}
+            message = mapping(event.get("message"))
             self._seen(str(message.get("id")), _tokens(message.get("usage")))
         elif kind == "message_delta" and self._pending is not None:
             usage = event.get("usage") or {}
@@ -102,14 +101,14 @@ class ClaudeStream(StreamParser):
             self._tools[call_id] = name
             self.called(call_id)
             tool_input = block.get("input") or {}
-            command = tool_input.get("command") if name == SHELL else None
+            command = mapping(tool_input).get("command") if name == SHELL else None
             self.events.emit(
                 "tool_call",
                 id=call_id,
                 tool=name,
                 command=command if isinstance(command, str) else json.dumps(tool_input),
             )
-        elif block.get("type") == "text" and block.get("text"):
+        elif block.get("type") == "text" and isinstance(block.get("text"), str) and block["text"]:
             self.events.emit("message", role="assistant", text=block["text"])
 
     def _tool_result(self, block: dict[str, Any]) -> None:
@@ -130,8 +129,8 @@ class ClaudeStream(StreamParser):
             self.reason = f"claude-code stopped: {subtype}" + (f": {said[:300]}" if said else "")
         if obj.get("permission_denials"):
             denied = [
-                d.get("tool_input", {}).get("command", d.get("tool_name"))
-                for d in obj["permission_denials"]
+                mapping(mapping(d).get("tool_input")).get("command", mapping(d).get("tool_name"))
+                for d in listing(obj["permission_denials"])
             ]
             self.events.emit("output", text=f"claude-code denied permission for: {denied}")
 

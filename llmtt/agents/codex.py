@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic_core import from_json
+
 from llmtt.agents.base import RunContext
 from llmtt.agents.cli import (
     CliAgent,
@@ -29,6 +31,7 @@ from llmtt.agents.cli import (
     StreamParser,
     Tokens,
     figure,
+    mapping,
     unwrap_shell,
 )
 from llmtt.agents.install import pinned
@@ -65,9 +68,12 @@ class Rollout:
         records = []
         for line in lines:
             try:
-                record = json.loads(line)
+                record = from_json(line)  # as StreamParser.take reads the stream
             except ValueError:
-                continue
+                try:  # what pydantic's parser refuses and Python's json takes (a lone surrogate)
+                    record = json.loads(line)
+                except (ValueError, RecursionError):
+                    continue
             if isinstance(record, dict):
                 records.append(record)
         return records
@@ -170,11 +176,11 @@ class CodexStream(StreamParser):
 
     def _record(self, record: dict[str, Any]) -> None:
         kind = record.get("type")
-        payload = record.get("payload") or {}
+        payload = mapping(record.get("payload"))
         inner = payload.get("type")
         if kind == "response_item" and inner in CALL_ITEMS:
             self._calls.append(_call(payload))
-        elif kind == "response_item" and (record.get("metadata") or {}).get("compaction_output"):
+        elif kind == "response_item" and mapping(record.get("metadata")).get("compaction_output"):
             self._compacting = True  # the summary of a compaction: its usage record follows
         elif kind == "token_usage_record" and self._compacting:
             self._compacting = False
@@ -189,7 +195,7 @@ class CodexStream(StreamParser):
             self.usage(tokens)
             self._emit_calls()
         elif kind == "event_msg" and inner == "item_completed":
-            item = payload.get("item") or {}
+            item = mapping(payload.get("item"))
             if item.get("type") == "CommandExecution":
                 code = item.get("exit_code")
                 output = str(item.get("aggregated_output", ""))
@@ -267,13 +273,13 @@ def _call(payload: dict[str, Any]) -> tuple[str, str, str]:
     wrote it, any other tool's arguments as JSON (never read as a shell line)."""
     call_id = str(payload.get("call_id") or payload.get("id"))
     if payload.get("type") == "local_shell_call":
-        action = payload.get("action") or {}
+        action = mapping(payload.get("action"))
         return call_id, "local_shell", _line(action.get("command"))
     name = str(payload.get("name", ""))
     raw = payload.get("arguments", payload.get("input", ""))
     try:
         arguments = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
+    except (ValueError, RecursionError):
         arguments = raw
     if name in SHELL_TOOLS and isinstance(arguments, dict):
         command = arguments.get("cmd", arguments.get("command"))

@@ -234,7 +234,7 @@ class LitellmAgent(Agent):
         """Run one bash call; return the tool message for the model."""
         try:
             command = str(json.loads(call.function.arguments or "{}").get("command", ""))
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             command = ""
         ctx.events.emit("tool_call", id=call.id, tool=call.function.name, command=command)
         if call.function.name != "bash" or not command:

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from llmtt.agents.base import RunContext
-from llmtt.agents.cli import CliAgent, Pricing, StreamParser, Tokens, figure
+from llmtt.agents.cli import CliAgent, Pricing, StreamParser, Tokens, figure, mapping
 from llmtt.agents.install import pinned
 from llmtt.events import EventWriter
 
@@ -51,7 +51,7 @@ class OpencodeStream(StreamParser):
         """step_start -> a request; tool_use -> held; step_finish -> usage, then the step's
         tool calls in the model's order; text -> message."""
         kind = obj.get("type")
-        part = obj.get("part") or {}
+        part = mapping(obj.get("part"))
         if kind == "step_start":
             self._release(side=False)
             self._in_step = True
@@ -62,9 +62,9 @@ class OpencodeStream(StreamParser):
             self._step_finish(part)
         elif kind == "text" and part.get("synthetic"):
             # Text opencode wrote itself (a user message), not the agent's words.
-            if (part.get("metadata") or {}).get("compaction_continue"):
+            if mapping(part.get("metadata")).get("compaction_continue"):
                 self._release(side=True)
-        elif kind == "text" and part.get("text"):
+        elif kind == "text" and isinstance(part.get("text"), str) and part["text"]:
             self.events.emit("message", role="assistant", text=part["text"])
         elif kind == "error":
             self.reason = f"opencode error: {json.dumps(obj.get('error'))}"
@@ -79,8 +79,8 @@ class OpencodeStream(StreamParser):
         if not self._in_step:
             self.request()
         self._in_step = False
-        tokens = part.get("tokens") or {}
-        cache = tokens.get("cache") or {}
+        tokens = mapping(part.get("tokens"))
+        cache = mapping(tokens.get("cache"))
         figures = Tokens(
             figure(tokens, "input"),
             figure(tokens, "output") + figure(tokens, "reasoning"),
@@ -109,10 +109,10 @@ class OpencodeStream(StreamParser):
         self._step = []
 
     def _tool(self, part: dict[str, Any]) -> None:
-        state = part.get("state") or {}
+        state = mapping(part.get("state"))
         tool = str(part.get("tool", ""))
         tool_input = state.get("input") or {}
-        command = tool_input.get("command") if tool == "bash" else None
+        command = mapping(tool_input).get("command") if tool == "bash" else None
         call_id = str(part.get("callID") or part.get("id"))
         self.called(call_id)
         self.events.emit(
@@ -123,7 +123,7 @@ class OpencodeStream(StreamParser):
         )
         # A command whose own process died of a signal is not reported by opencode 1.18: its
         # bash tool waits for its timeout and reports no exit code, which stays unknown here.
-        exit_code = (state.get("metadata") or {}).get("exit")
+        exit_code = mapping(state.get("metadata")).get("exit")
         if not isinstance(exit_code, int):
             exit_code = None if tool == "bash" or state.get("status") == "error" else 0
         output = state.get("output")

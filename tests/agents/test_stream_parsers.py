@@ -547,6 +547,68 @@ def test_a_lone_half_of_a_utf16_pair_in_a_json_line_is_written_as_the_replacemen
     ]
 
 
+# Lines at the edges of what the bytes' parser takes: each must mean what it meant when every
+# line was decoded as text first.
+EDGE_LINES = [
+    b'{"type":"text","part":{"text":"plain"}}',
+    b'  {"type":"text","part":{"text":"spaced"}}\r',
+    b'\x0b{"type":"text","part":{"text":"vertical tab before"}}',
+    b'\xef\xbb\xbf{"type":"text","part":{"text":"byte order mark"}}',
+    b'{"type":"text","part":{"text":"bad \xff byte"}}',
+    b'{"type":"text","part":{"text":"cut \\ud83d half"}}',
+    b'{"type":"text","part":{"text":"del \x7f inside"}}',
+    b'{"type":"text","part":{"text":"raw\ttab"}}',
+    b'{"type":"text","part":{"text":"nul after"}}\x00',
+    b'{"type":"text","part":{"text":"trailing"}} and more',
+    b'\x1b[0m{"type":"text","part":{"text":"coloured"}}\x1b[0m',
+    b'{"type":"text","part":{"text":"deep"},"x":' + b"[" * 300 + b"]" * 300 + b"}",
+    b'{"type":"text","part":{"text":"big"},"n":' + b"9" * 5000 + b"}",
+    b'{"type":"text","part":{"text":"not a number"},"n":NaN}',
+    b'{"type":"text","part":{"text":"\\u00e9t\xc3\xa9 \\u2028 \\/"}}',
+    b"[1, 2]",
+    b"{}",
+    b"",
+    b"   ",
+    b"{",
+]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_line_taken_as_bytes_means_what_its_text_means(kind: str, tmp_path: Path) -> None:
+    """`take` reads most lines straight from their bytes; the events must be those that
+    decoding each line as text and reading it (`line`) gives, for the recordings and for lines
+    at the edges of what either JSON parser accepts."""
+    lines = (DATA / f"{kind}.transcript.raw.txt").read_bytes().split(b"\n") + EDGE_LINES
+    outputs = []
+    for way in ("take", "line"):
+        out = io.StringIO()
+        parser = make_parser(kind, EventWriter(out), SCRIPTED_PRICING, tmp_path / way)
+        for line in lines:
+            if way == "take":
+                parser.take(line)
+            else:
+                parser.line(line.decode("utf-8", errors="replace"))
+        parser.finish()
+        written = out.getvalue().split("\n")[:-1]  # not splitlines: U+2028 is in a text
+        outputs.append([{**json.loads(e), "ts": 0} for e in written])
+    assert outputs[0] == outputs[1]
+    assert len(outputs[0]) > 10
+
+
+def test_a_line_nested_too_deep_for_json_is_output_not_a_failed_run(tmp_path: Path) -> None:
+    """Python's json raises RecursionError, not ValueError, on a line nested a hundred
+    thousand levels deep: such a line once ended the run with a traceback, losing what the
+    agent had done. It is text the agent printed."""
+    out = io.StringIO()
+    parser = OpencodeStream(EventWriter(out), SCRIPTED_PRICING)
+    deep = b'{"type":"text","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    lines = LineBuffer(parser)
+    lines.feed(deep + b'\n{"type":"text","part":{"text":"after"}}\n')
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [e["event"] for e in events] == ["output", "message"]
+    assert events[0]["text"] == deep.decode() and events[1]["text"] == "after"
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_long_tool_result_line_keeps_its_head_and_tail_in_the_event_log(
     kind: str, tmp_path: Path

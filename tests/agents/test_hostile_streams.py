@@ -1,0 +1,139 @@
+"""An agent's stream in shapes its recordings never show: the parsers must read what they can,
+never fail the run (a paid one, lost), and write only events the evaluation can read.
+
+A CLI update can change a field's type (`input` a text rather than an object, `content` a
+number, a usage figure a float, infinite or negative): each test here feeds the recorded
+streams of tests/data with fields replaced by values of other JSON types, codex's rollout too,
+with fixed seeds.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_stream_parsers import DATA, KINDS, make_parser
+
+from llmtt.agents.cli import SCRIPTED_PRICING, LineBuffer, StreamParser
+from llmtt.agents.opencode import OpencodeStream
+from llmtt.events import _ADAPTER, EventWriter
+from llmtt.redaction import Redactor
+
+RECORDINGS = ("", "-contract", "-compaction", "-endless")
+TEXTS = ("", "x", "bash", "Bash", "call_1", "item_1", "text", "tool_use", "exec_command")
+NOTE = "a shape llmtt does not read"
+
+
+def recorded(kind: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The JSON objects of every recording of `kind`'s stream, and of codex's rollouts."""
+    stream: list[dict[str, Any]] = []
+    rollout: list[dict[str, Any]] = []
+    for name in RECORDINGS:
+        path = DATA / f"{kind}{name}.transcript.raw.txt"
+        if path.exists():
+            for line in path.read_bytes().split(b"\n"):
+                try:
+                    value = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(value, dict):
+                    stream.append(value)
+        path = DATA / f"{kind}{name}.rollout.jsonl"
+        if path.exists():
+            rollout += [json.loads(line) for line in path.read_text().splitlines() if line]
+    return stream, rollout
+
+
+def other_value(rng: random.Random, depth: int = 0) -> Any:
+    """A JSON value of any type, odd numbers and deep nesting included."""
+    pick = rng.randrange(9)
+    if pick == 0:
+        return None
+    if pick == 1:
+        return rng.choice([True, False])
+    if pick == 2:
+        return rng.choice([0, -1, 7, 2**70, 10**400, 1.5, float("nan"), float("inf")])
+    if pick == 3:
+        return rng.choice(TEXTS)
+    if pick == 4 and depth < 3:
+        return [other_value(rng, depth + 1) for _ in range(rng.randrange(3))]
+    if pick == 5 and depth < 3:
+        keys = ("type", "id", "text", "input", "command", "usage", "item", "payload", "content")
+        return {rng.choice(keys): other_value(rng, depth + 1) for _ in range(rng.randrange(3))}
+    if pick == 6:
+        depth = rng.choice([150, 900])  # within pydantic's parser, or only within Python's json
+        return json.loads("[" * depth + "]" * depth)
+    return "s" * rng.randrange(5)
+
+
+def changed(record: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """`record` with one to three of its fields (at any depth) given another value."""
+    record = json.loads(json.dumps(record))
+    places: list[tuple[Any, Any]] = []
+
+    def walk(value: Any) -> None:
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, inner in items:
+            places.append((value, key))
+            if isinstance(inner, dict | list):
+                walk(inner)
+
+    walk(record)
+    for _ in range(rng.randint(1, 3)):
+        holder, key = rng.choice(places)
+        holder[key] = other_value(rng)
+    return record
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("kind", KINDS)
+def test_fields_of_other_types_never_fail_the_run(kind: str, seed: int, tmp_path: Path) -> None:
+    rng = random.Random(f"{kind}-{seed}")
+    stream, rollout = recorded(kind)
+    for trial in range(40):
+        home = tmp_path / str(trial)
+        lines = [changed(r, rng) if rng.random() < 0.5 else r for r in stream]
+        thread = next((r["thread_id"] for r in lines if r.get("type") == "thread.started"), None)
+        if rollout and isinstance(thread, str) and thread and "/" not in thread:
+            folder = home / "sessions" / "2026" / "01" / "01"
+            folder.mkdir(parents=True)
+            records = [changed(r, rng) if rng.random() < 0.5 else r for r in rollout]
+            (folder / f"rollout-t-{thread}.jsonl").write_text(
+                "".join(json.dumps(r) + "\n" for r in records)
+            )
+        out = io.StringIO()
+        parser = make_parser(kind, EventWriter(out, Redactor()), SCRIPTED_PRICING, home)
+        buffer = LineBuffer(parser)
+        for line in lines:
+            buffer.feed(json.dumps(line).encode() + b"\n")
+            parser.poll()
+        parser.finish()
+        assert parser.spent is not None and parser.spent >= 0
+        for event in out.getvalue().split("\n")[:-1]:
+            _ADAPTER.validate_json(event)  # what the evaluation reads
+            assert NOTE not in event, event  # read, not set aside by the guard below
+
+
+def test_a_line_the_adapter_cannot_read_is_noted_and_the_run_goes_on() -> None:
+    """Whatever an adapter still trips over in a line (a shape nobody foresaw) is said in the
+    log, with the line, and the lines after it are read."""
+
+    class Tripping(OpencodeStream):
+        def handle(self, obj: dict[str, Any]) -> None:
+            if obj.get("trip"):
+                raise TypeError("'int' object is not subscriptable")
+            super().handle(obj)
+
+    out = io.StringIO()
+    parser: StreamParser = Tripping(EventWriter(out), SCRIPTED_PRICING)
+    LineBuffer(parser).feed(
+        b'{"trip": 1, "type": "text"}\n{"type":"text","part":{"text":"after"}}\n'
+    )
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [e["event"] for e in events] == ["output", "message"]
+    assert NOTE in events[0]["text"] and '{"trip": 1, "type": "text"}' in events[0]["text"]
+    assert "TypeError" in events[0]["text"] and events[1]["text"] == "after"

@@ -183,6 +183,19 @@ def toml_key(name: str) -> str:
     return name if name.replace("-", "_").isidentifier() else json.dumps(name)
 
 
+def first_message(response: Any) -> Any | None:
+    """The message of a chat completion's first choice, or None when the answer has none (a
+    gateway that answers 200 with an empty `choices`): paid for, and nothing to read."""
+    choices = getattr(response, "choices", None) or []
+    return getattr(choices[0], "message", None) if choices else None
+
+
+def answer_text(response: Any) -> str:
+    """The text of a chat completion's answer; empty when it has none."""
+    content = getattr(first_message(response), "content", None)
+    return content if isinstance(content, str) else ""
+
+
 class ProviderStop(Exception):
     """A provider error that retrying cannot fix (quota, billing, authentication)."""
 

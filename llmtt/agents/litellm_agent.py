@@ -17,6 +17,7 @@ from llmtt.models import (
     ProviderStop,
     ResolvedModel,
     complete,
+    first_message,
     missing_key,
     resolve_model,
 )
@@ -170,7 +171,9 @@ class LitellmAgent(Agent):
             stop = self._spend(ctx, model, loop, response)
             if stop is not None:
                 return stop
-            message = response.choices[0].message
+            message = first_message(response)
+            if message is None:
+                return _Stop(reason="provider error: an answer without a message", exit_code=1)
             calls = list(message.tool_calls or [])
             if message.content:
                 ctx.events.emit("message", role="assistant", text=str(message.content))

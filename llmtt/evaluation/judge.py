@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmtt.errors import LlmttError
-from llmtt.models import ProviderStop, ResolvedModel, complete, missing_key
+from llmtt.models import ProviderStop, ResolvedModel, answer_text, complete, missing_key
 from llmtt.redaction import Redactor
 from llmtt.rubric import Rubric
 
@@ -153,7 +153,7 @@ def judge(
             return _failed(record, f"judge error: provider error: {exc}")
         record["attempts"] = attempt + 1
         _add_usage(record, model, response)
-        text = str(response.choices[0].message.content or "")
+        text = answer_text(response)
         answer, problem_or_none = parse_answer(text, rubric)
         if answer is not None:
             return _scored(record, answer, rubric, threshold)

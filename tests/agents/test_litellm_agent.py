@@ -274,6 +274,27 @@ def test_a_provider_failing_every_retry_ends_the_run_as_a_result_keeping_its_eve
     assert m["completed"] is False and m["cost_usd"] == pytest.approx(15 / 1e6)
 
 
+def test_an_answer_without_a_message_ends_the_run_as_a_result_keeping_its_usage(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    """A 200 whose `choices` is empty (a gateway's): paid for, nothing to read. The run used
+    to fail on it with an IndexError and stay pending, to be paid for again."""
+    url, handler = provider
+    handler.queue = [(200, chat_call("git --version")), (200, {**ANSWER, "choices": []})]
+    scenario(project, ["unused"], toml=provider_toml(url))
+    result = project.doit("run", "agent=litellm", "model=remote", env=ENABLED)
+    assert result.code == 0, result.out + result.err
+    run = project.json("s/litellm-remote/r1/run.json")
+    assert (run["status"], run["error"], run["natural_stop"]) == ("completed", None, False)
+    (complete,) = [e for e in events(project, "s/litellm-remote/r1") if e["event"] == "complete"]
+    assert complete["reason"] == "provider error: an answer without a message"
+    m = project.json("s/litellm-remote/r1/metrics.json")
+    assert (m["turns"], m["total_commands"], m["input_tokens"]) == (2, 1, 20)
+    assert m["cost_usd"] == pytest.approx(30 / 1e6)
+    assert project.doit("run", "agent=litellm", "model=remote", env=ENABLED).code == 0
+    assert len(handler.hits) == 2  # done: not asked again
+
+
 def serve_slowly(handler: type[FakeProvider], answered: int, trickle: bool) -> None:
     """After `answered` answers from the queue, the provider hangs: it sends nothing, or
     (`trickle`) a header and then one byte of the body every half second."""

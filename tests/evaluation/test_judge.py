@@ -83,6 +83,23 @@ def test_below_threshold_fails_the_outcome(
     )
 
 
+def test_an_answer_without_a_message_is_malformed_and_repaired_once(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    """A 200 whose `choices` is empty: the judge used to fail on it with an IndexError, its
+    paid answer lost and the run's evaluation left to pay for again."""
+    url, handler = provider
+    handler.queue = [(200, {**chat_answer(""), "choices": []}), (200, chat_answer(good()))]
+    judged_project(project, url)
+    assert project.doit("run", env=ENABLED).code == 0
+    judge = project.json("s/oracle/r1/judge.json")
+    assert judge["attempts"] == 2 and judge["passed"] is True
+    assert judge["cost_usd"] == pytest.approx(30 / 1e6)
+    assert (
+        "not valid (no JSON object in the answer)" in handler.bodies[1]["messages"][-1]["content"]
+    )
+
+
 def test_malformed_answer_is_repaired_once(
     project: Project, provider: tuple[str, type[FakeProvider]]
 ) -> None:

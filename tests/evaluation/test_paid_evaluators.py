@@ -61,6 +61,25 @@ def test_llm_judge_grades_after_one_repair_and_records_its_cost(
     assert "not valid" in handler.bodies[1]["messages"][-1]["content"]
 
 
+def test_llm_judge_repairs_an_answer_without_a_message(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    """A 200 whose `choices` is empty is a malformed grade (it used to fail the evaluation
+    with an IndexError), repaired once like any other."""
+    url, handler = provider
+    handler.queue[:] = [
+        (200, {**chat_answer("", 100, 20), "choices": []}),
+        (200, chat_answer('{"score": 4, "reasoning": "Clear."}', 150, 10)),
+    ]
+    _judged(project, url)
+    result = project.doit("run", env={"LLMTT_ENABLED": "1", "GRADER_KEY": "k"})
+    assert result.code == 0, result.out + result.err
+    evaluated = project.json("s/oracle/r1/metrics.json")["evaluators"]
+    assert [r["score"] for r in evaluated["results"]] == [4]
+    assert evaluated["cost_usd"] == pytest.approx((250 * 1.0 + 30 * 2.0) / 1e6)
+    assert "not valid" in handler.bodies[1]["messages"][-1]["content"]
+
+
 def test_llm_judge_spends_nothing_without_the_switch_and_the_run_waits_for_it(
     project: Project, provider: tuple[str, type[FakeProvider]]
 ) -> None:

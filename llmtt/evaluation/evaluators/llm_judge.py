@@ -27,7 +27,7 @@ from llmtt.evaluation.evaluators.base import (
     Score,
 )
 from llmtt.evaluation.evaluators.lexical import field_value
-from llmtt.models import ProviderStop, complete
+from llmtt.models import ProviderStop, answer_text, complete
 
 SYSTEM = "You are an expert evaluator. Respond in JSON format using the provided schema."
 TEMPLATE = """\
@@ -116,7 +116,7 @@ class LlmJudgeEvaluator(OneCriterionEvaluator[LlmJudgeConfig]):
                     int(getattr(usage, "completion_tokens", 0) or 0),
                 )
             )
-            text = str(response.choices[0].message.content or "")
+            text = answer_text(response)
             answer, problem = parse(text, criterion.scale)
             if answer is not None:
                 score, reasoning, raw = answer

@@ -156,3 +156,18 @@ def test_the_seeds_own_scenarios_import_with_a_report_of_what_did_not_carry_over
     metrics = project.json("notes_commit/oracle/r1/metrics.json")
     assert metrics["outcome"] == "fail", metrics["outcome_reason"]
     assert metrics["script_evaluators"]["log_quality"]["score"] == 1
+
+
+def test_a_record_nested_too_deep_is_reported_and_the_rest_imported(tmp_path: Path) -> None:
+    """Python's json raises RecursionError on it, which used to end the import with a
+    traceback; it is a record that cannot be read, reported by its line."""
+    from llmtt.importers.bashkit import import_bashkit
+
+    first = (DATA / "tasks.jsonl").read_text().split("\n")[0]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("[" * 100_000 + "]" * 100_000 + "\n" + first + "\n")
+    done = import_bashkit(tasks, tmp_path / "scenarios", tmp_path / "fixtures", None)
+    assert done.problems == [
+        f"{tasks}:1: not JSON that can be read (nested too deep); not imported"
+    ]
+    assert [p.name for p in done.written] == ["copy-file.yaml"]

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from llmtt.agents.base import RunContext
-from llmtt.agents.cli import CliAgent, Pricing, StreamParser, Tokens, figure, listing, mapping
+from llmtt.agents.cli import (
+    CliAgent,
+    Pricing,
+    StreamParser,
+    Tokens,
+    figure,
+    json_text,
+    listing,
+    mapping,
+)
 from llmtt.agents.install import pinned
 from llmtt.events import EventWriter
 
@@ -98,16 +106,12 @@ class ClaudeStream(StreamParser):
         if block.get("type") == "tool_use":
             name = str(block.get("name", ""))
             call_id = str(block.get("id"))
-            self._tools[call_id] = name
-            self.called(call_id)
             tool_input = block.get("input") or {}
             command = mapping(tool_input).get("command") if name == SHELL else None
-            self.events.emit(
-                "tool_call",
-                id=call_id,
-                tool=name,
-                command=command if isinstance(command, str) else json.dumps(tool_input),
-            )
+            command = command if isinstance(command, str) else json_text(tool_input)
+            self._tools[call_id] = name
+            self.called(call_id)
+            self.events.emit("tool_call", id=call_id, tool=name, command=command)
         elif block.get("type") == "text" and isinstance(block.get("text"), str) and block["text"]:
             self.events.emit("message", role="assistant", text=block["text"])
 
@@ -127,11 +131,11 @@ class ClaudeStream(StreamParser):
         elif not self.natural_stop:
             said = obj.get("result") if isinstance(obj.get("result"), str) else ""
             self.reason = f"claude-code stopped: {subtype}" + (f": {said[:300]}" if said else "")
-        if obj.get("permission_denials"):
-            denied = [
-                mapping(mapping(d).get("tool_input")).get("command", mapping(d).get("tool_name"))
-                for d in listing(obj["permission_denials"])
-            ]
+        denied = [
+            mapping(mapping(d).get("tool_input")).get("command", mapping(d).get("tool_name"))
+            for d in listing(obj.get("permission_denials"))
+        ]
+        if denied:
             self.events.emit("output", text=f"claude-code denied permission for: {denied}")
 
 

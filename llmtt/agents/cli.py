@@ -16,7 +16,7 @@ import os
 import re
 import shlex
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,16 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 SCRIPTED = "scripted"
 # json.loads without its wrapper: (the value, where it ends); the caller checks the end.
 _DECODE = json.JSONDecoder().raw_decode
+# What reading a record of an unexpected shape can raise.
+_UNREADABLE = (
+    AttributeError,
+    TypeError,
+    KeyError,
+    IndexError,
+    ValueError,
+    OverflowError,
+    RecursionError,
+)
 
 
 def strip_ansi(text: str) -> str:
@@ -213,18 +223,28 @@ class StreamParser:
         self.events.emit("output", text=text)
 
     def _read(self, obj: dict[str, Any], line: str | bytes) -> None:
-        """`handle`, for a line of a shape the adapter does not expect (a field of another
+        self.safely(self.handle, obj, line, "a line of the agent's stream")
+
+    def safely(
+        self,
+        read: Callable[[dict[str, Any]], None],
+        obj: dict[str, Any],
+        line: str | bytes | None,
+        what: str,
+    ) -> None:
+        """`read(obj)`, for a record of a shape the adapter does not expect (a field of another
         type, after an update of the CLI): the run goes on and its log says what was not
-        read. An agent's odd line is part of its result, never the end of a paid run."""
+        read, with the record's `line` (its JSON when None). An agent's odd line is part of
+        its result, never the end of a paid run."""
         try:
-            self.handle(obj)
-        except (AttributeError, TypeError, KeyError, IndexError, ValueError, RecursionError) as exc:
-            head = line[:500]
+            read(obj)
+        except _UNREADABLE as exc:
+            head = (json_text(obj) if line is None else line)[:500]
             shown = head if isinstance(head, str) else head.decode("utf-8", errors="replace")
             self.events.emit(
                 "output",
-                text=f"llmtt: a line of the agent's stream has a shape llmtt does not read "
-                f"({type(exc).__name__}: {exc}); events it held may be missing: {shown}",
+                text=f"llmtt: {what} has a shape llmtt does not read ({type(exc).__name__}: "
+                f"{str(exc)[:200]}); events it held may be missing: {shown}",
             )
 
     @abstractmethod
@@ -302,15 +322,32 @@ class StreamParser:
         return cost
 
 
+# More tokens than any request can hold: a figure past it is read as this many (a cost too large
+# to miss, which stops a run that has limits), never as an overflow or an infinite cost.
+MAX_TOKENS = 10**12
+
+
 def figure(source: Any, name: str) -> int:
     """A token figure from a JSON object: its number under `name`, else 0 (for anything that
-    is not a count: a text, a negative number, an infinite one)."""
+    is not a count: a text, a negative number, NaN), at most MAX_TOKENS."""
     value = source.get(name) if isinstance(source, dict) else None
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         return 0
-    if isinstance(value, float) and not math.isfinite(value):
-        return 0
-    return max(0, int(value))
+    return MAX_TOKENS if value >= MAX_TOKENS else int(value)
+
+
+def whole(value: Any) -> int | None:
+    """An exit code from a JSON value: a whole number (not `true`), else None (unknown)."""
+    return value if type(value) is int else None
+
+
+def json_text(value: Any) -> str:
+    """`value` as JSON text, for an event; a value nested too deep for Python's json to write
+    is said to be so."""
+    try:
+        return json.dumps(value)
+    except (RecursionError, ValueError):
+        return "(a JSON value nested too deep to show)"
 
 
 def mapping(value: Any) -> dict[str, Any]:

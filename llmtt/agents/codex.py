@@ -31,8 +31,10 @@ from llmtt.agents.cli import (
     StreamParser,
     Tokens,
     figure,
+    json_text,
     mapping,
     unwrap_shell,
+    whole,
 )
 from llmtt.agents.install import pinned
 from llmtt.events import EventWriter
@@ -42,7 +44,7 @@ KEY_VARIABLE = "LLMTT_SCRIPTED_KEY"  # the scripted server's key, for codex's pr
 SHELL_TOOLS = ("exec_command", "shell", "shell_command", "local_shell")
 CALL_ITEMS = ("function_call", "custom_tool_call", "local_shell_call")
 OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
-_EXITED = re.compile(r"^Process exited with code (-?\d+)$", re.MULTILINE)
+_EXITED = re.compile(r"^Process exited with code (-?\d{1,10})$", re.MULTILINE)
 _OUTPUT = "\nOutput:\n"
 LOOK_SECS = 0.02  # how often to look for a rollout not found yet (a glob: cheap)
 
@@ -124,7 +126,7 @@ class CodexStream(StreamParser):
             self.natural_stop = True
         elif kind in ("turn.failed", "error"):
             self.natural_stop = False
-            self.reason = f"codex {kind}: {json.dumps(obj.get('error') or obj.get('message'))}"
+            self.reason = f"codex {kind}: {json_text(obj.get('error') or obj.get('message'))}"
             self.events.emit("output", text=self.reason)
 
     @property
@@ -144,7 +146,7 @@ class CodexStream(StreamParser):
             if self._rollout is None:
                 return
         for record in self._rollout.read():
-            self._record(record)
+            self.safely(self._record, record, None, "a record of codex's rollout")
 
     def finish(self) -> None:
         """Calls recorded without their usage; without a rollout, the stream's commands; then
@@ -199,7 +201,7 @@ class CodexStream(StreamParser):
             if item.get("type") == "CommandExecution":
                 code = item.get("exit_code")
                 output = str(item.get("aggregated_output", ""))
-                self._result(str(item.get("id")), output, code if isinstance(code, int) else None)
+                self._result(str(item.get("id")), output, whole(code))
         elif kind == "response_item" and inner in OUTPUT_ITEMS:
             self._output(payload)
 
@@ -207,7 +209,7 @@ class CodexStream(StreamParser):
         """A call's output as the model got it: the result of a call that has no other (a
         tool other than a command, or a command refused before it ran)."""
         output = payload.get("output")
-        text = output if isinstance(output, str) else json.dumps(output)
+        text = output if isinstance(output, str) else json_text(output)
         exited = _EXITED.search(text)
         shown = text.split(_OUTPUT, 1)[1] if exited and _OUTPUT in text else text
         code = int(exited.group(1)) if exited else None
@@ -253,7 +255,7 @@ class CodexStream(StreamParser):
                     "tool_result",
                     id=call_id,
                     output=str(item.get("aggregated_output", "")),
-                    exit_code=code if isinstance(code, int) else None,
+                    exit_code=whole(code),
                 )
 
 
@@ -285,7 +287,7 @@ def _call(payload: dict[str, Any]) -> tuple[str, str, str]:
         command = arguments.get("cmd", arguments.get("command"))
         if command is not None:
             return call_id, name, _line(command)
-    return call_id, name, json.dumps(arguments)
+    return call_id, name, json_text(arguments)
 
 
 def _line(command: Any) -> str:

@@ -6,7 +6,17 @@ import json
 from typing import Any
 
 from llmtt.agents.base import RunContext
-from llmtt.agents.cli import CliAgent, Pricing, StreamParser, Tokens, figure, mapping
+from llmtt.agents.cli import (
+    MAX_TOKENS,
+    CliAgent,
+    Pricing,
+    StreamParser,
+    Tokens,
+    figure,
+    json_text,
+    mapping,
+    whole,
+)
 from llmtt.agents.install import pinned
 from llmtt.events import EventWriter
 
@@ -67,7 +77,7 @@ class OpencodeStream(StreamParser):
         elif kind == "text" and isinstance(part.get("text"), str) and part["text"]:
             self.events.emit("message", role="assistant", text=part["text"])
         elif kind == "error":
-            self.reason = f"opencode error: {json.dumps(obj.get('error'))}"
+            self.reason = f"opencode error: {json_text(obj.get('error'))}"
             self.events.emit("output", text=self.reason)
 
     def finish(self) -> None:
@@ -83,7 +93,7 @@ class OpencodeStream(StreamParser):
         cache = mapping(tokens.get("cache"))
         figures = Tokens(
             figure(tokens, "input"),
-            figure(tokens, "output") + figure(tokens, "reasoning"),
+            min(MAX_TOKENS, figure(tokens, "output") + figure(tokens, "reasoning")),
             figure(cache, "read"),
             figure(cache, "write"),
         )
@@ -104,9 +114,9 @@ class OpencodeStream(StreamParser):
             self.usage(figures, cost, side=side)
 
     def _flush(self) -> None:
-        for part in sorted(self._step, key=lambda p: str(p.get("id", ""))):
+        step, self._step = self._step, []  # taken first: a part that cannot be read is not
+        for part in sorted(step, key=lambda p: str(p.get("id", ""))):  # met again next time
             self._tool(part)
-        self._step = []
 
     def _tool(self, part: dict[str, Any]) -> None:
         state = mapping(part.get("state"))
@@ -119,12 +129,12 @@ class OpencodeStream(StreamParser):
             "tool_call",
             id=call_id,
             tool=tool,
-            command=command if isinstance(command, str) else json.dumps(tool_input),
+            command=command if isinstance(command, str) else json_text(tool_input),
         )
         # A command whose own process died of a signal is not reported by opencode 1.18: its
         # bash tool waits for its timeout and reports no exit code, which stays unknown here.
-        exit_code = mapping(state.get("metadata")).get("exit")
-        if not isinstance(exit_code, int):
+        exit_code = whole(mapping(state.get("metadata")).get("exit"))
+        if exit_code is None:
             exit_code = None if tool == "bash" or state.get("status") == "error" else 0
         output = state.get("output")
         if output is None:

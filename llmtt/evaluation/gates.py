@@ -167,9 +167,12 @@ def _json_path(gate: CommandJsonPath, result: ShellResult) -> tuple[bool, str]:
             False,
             f"output of `{gate.command}` ({result.describe()}) is not JSON: {exc}" + _seen(result),
         )
-    values = [m.value for m in parse(gate.path).find(document)]
-    value: Any = values[0] if len(values) == 1 else (values or None)
-    ok, detail = check_assertion(gate.assertion, value, found=bool(values))
+    try:
+        values = [m.value for m in parse(gate.path).find(document)]
+        value: Any = values[0] if len(values) == 1 else (values or None)
+        ok, detail = check_assertion(gate.assertion, value, found=bool(values))
+    except RecursionError:  # read, but too deep to walk, compare or show
+        return False, f"output of `{gate.command}` is JSON nested too deep to check" + _seen(result)
     verdict = "holds" if ok else "fails"
     return ok, f"{gate.path} {gate.assertion!r} {verdict}: {detail}"
 

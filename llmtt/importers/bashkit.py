@@ -64,7 +64,7 @@ def import_bashkit(
         try:
             record = json.loads(line)
             scenario, files, name, left_out = _scenario(record, known, fixtures, out)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             result.problems.append(f"{where}: {_why(exc)}; not imported")
             continue
         if name in seen:
@@ -91,6 +91,8 @@ def _why(exc: Exception) -> str:
         return f"the record lacks {exc.args[0]!r}"
     if isinstance(exc, json.JSONDecodeError):
         return f"not JSON ({exc.msg} at column {exc.colno})"
+    if isinstance(exc, RecursionError):
+        return "not JSON that can be read (nested too deep)"
     return str(exc)
 
 
@@ -110,7 +112,7 @@ def _solutions(path: Path) -> dict[str, list[str]]:
             if not (isinstance(commands, list) and all(isinstance(c, str) for c in commands)):
                 raise TypeError("solution must be a list of command strings")
             out[_name(str(data["id"]))] = commands
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise LlmttError(f"{path}:{number}: {_why(exc)}") from None
     return out
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import random
 from pathlib import Path
 from typing import Any
@@ -18,14 +19,18 @@ from typing import Any
 import pytest
 from test_stream_parsers import DATA, KINDS, make_parser
 
-from llmtt.agents.cli import SCRIPTED_PRICING, LineBuffer, StreamParser
+from llmtt.agents.cli import MAX_TOKENS, SCRIPTED_PRICING, LineBuffer, StreamParser, pricing_of
+from llmtt.agents.codex import CodexStream
 from llmtt.agents.opencode import OpencodeStream
+from llmtt.config import ModelSpec
 from llmtt.events import _ADAPTER, EventWriter
 from llmtt.redaction import Redactor
 
 RECORDINGS = ("", "-contract", "-compaction", "-endless")
+FIGURES = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 TEXTS = ("", "x", "bash", "Bash", "call_1", "item_1", "text", "tool_use", "exec_command")
 NOTE = "a shape llmtt does not read"
+PRICED = pricing_of("priced", {"priced": ModelSpec(input_usd_per_mtok=1, output_usd_per_mtok=2)})
 
 
 def recorded(kind: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -56,7 +61,8 @@ def other_value(rng: random.Random, depth: int = 0) -> Any:
     if pick == 1:
         return rng.choice([True, False])
     if pick == 2:
-        return rng.choice([0, -1, 7, 2**70, 10**400, 1.5, float("nan"), float("inf")])
+        numbers = [0, -1, 7, 2**70, 10**400, 1.5, 1e308, float("nan"), float("inf")]
+        return rng.choice(numbers)
     if pick == 3:
         return rng.choice(TEXTS)
     if pick == 4 and depth < 3:
@@ -106,16 +112,20 @@ def test_fields_of_other_types_never_fail_the_run(kind: str, seed: int, tmp_path
                 "".join(json.dumps(r) + "\n" for r in records)
             )
         out = io.StringIO()
-        parser = make_parser(kind, EventWriter(out, Redactor()), SCRIPTED_PRICING, home)
+        parser = make_parser(kind, EventWriter(out, Redactor()), PRICED, home)
         buffer = LineBuffer(parser)
         for line in lines:
             buffer.feed(json.dumps(line).encode() + b"\n")
             parser.poll()
         parser.finish()
-        assert parser.spent is not None and parser.spent >= 0
-        for event in out.getvalue().split("\n")[:-1]:
-            _ADAPTER.validate_json(event)  # what the evaluation reads
-            assert NOTE not in event, event  # read, not set aside by the guard below
+        assert parser.spent is not None and 0 <= parser.spent < math.inf
+        for line in out.getvalue().split("\n")[:-1]:
+            _ADAPTER.validate_json(line)  # what the evaluation reads
+            assert NOTE not in line, line  # read, not set aside by the guard below
+            event = json.loads(line)
+            assert type(event.get("exit_code", 0)) in (int, type(None)), line  # never `true`
+            assert all(0 <= event.get(f, 0) <= MAX_TOKENS for f in FIGURES), line
+            assert math.isfinite(event.get("cost_usd") or 0), line
 
 
 def test_a_line_the_adapter_cannot_read_is_noted_and_the_run_goes_on() -> None:
@@ -137,3 +147,79 @@ def test_a_line_the_adapter_cannot_read_is_noted_and_the_run_goes_on() -> None:
     assert [e["event"] for e in events] == ["output", "message"]
     assert NOTE in events[0]["text"] and '{"trip": 1, "type": "text"}' in events[0]["text"]
     assert "TypeError" in events[0]["text"] and events[1]["text"] == "after"
+
+
+def test_a_rollout_record_codex_cannot_be_read_leaves_the_others_of_its_read(
+    tmp_path: Path,
+) -> None:
+    """The rollout is read outside the stream's lines too (each look for a limit, the end of
+    the run): a record llmtt trips over is noted and the records after it are still read."""
+    home = tmp_path / "home"
+    folder = home / "sessions" / "2026" / "01" / "01"
+    folder.mkdir(parents=True)
+    out = io.StringIO()
+    parser = CodexStream(EventWriter(out), PRICED, home=home)
+    parser.take(b'{"type":"thread.started","thread_id":"t1"}')
+    call = {"type": "function_call", "name": "shell", "call_id": "c1"}
+    records = [
+        {"type": "event_msg", "payload": {"type": "item_completed", "item": []}},
+        {"type": "response_item", "payload": {**call, "arguments": '{"command": ["ls"]}'}},
+        {"type": "token_usage_record", "payload": {"usage": {"input_tokens": 5}}},
+        {
+            "type": "response_item",
+            "payload": {
+                "type": "function_call_output",
+                "call_id": "c1",
+                "output": "Process exited with code " + "1" * 5000 + "\nOutput:\nx",
+            },
+        },
+    ]
+    (folder / "rollout-x-t1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    parser.poll()  # as Limits.reached() does, outside any line of the stream
+    parser.finish()
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [e["event"] for e in events] == ["usage", "tool_call", "tool_result"]
+    assert events[1]["command"] == "ls" and events[2]["exit_code"] is None
+
+
+def test_figures_past_any_request_are_capped_not_an_overflow() -> None:
+    """A usage figure of 309 digits, or 1e308, once overflowed the cost (the run failed) or
+    made it infinite (no limit could compare with it)."""
+    out = io.StringIO()
+    parser = make_parser("claude-code", EventWriter(out), PRICED, None)
+    huge = b"1" + b"0" * 308
+    parser.take(b'{"type":"result","subtype":"success","usage":{"input_tokens":' + huge + b"}}")
+    parser.take(b'{"type":"result","subtype":"success","usage":{"output_tokens":1e308}}')
+    usage = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(u["input_tokens"], u["output_tokens"]) for u in usage] == [
+        (MAX_TOKENS, 0),
+        (0, MAX_TOKENS),
+    ]
+    assert parser.spent == MAX_TOKENS * 1.0 / 1e6 + MAX_TOKENS * 2.0 / 1e6
+
+
+def test_a_step_part_that_cannot_be_read_is_not_emitted_again() -> None:
+    """opencode holds a step's tool parts until the step ends: one that trips the reader
+    must not stay held, to be emitted again (with the parts before it) at every later step."""
+
+    class Tripping(OpencodeStream):
+        def _tool(self, part: dict[str, Any]) -> None:
+            if part.get("id") == "p2":
+                raise TypeError("unreadable")
+            super()._tool(part)
+
+    out = io.StringIO()
+    parser = Tripping(EventWriter(out), SCRIPTED_PRICING)
+    part = {"tool": "bash", "callID": "c1", "state": {"input": {"command": "ls"}}}
+    for line in (
+        {"type": "step_start"},
+        {"type": "tool_use", "part": {**part, "id": "p1"}},
+        {"type": "tool_use", "part": {**part, "id": "p2", "callID": "c2"}},
+        {"type": "step_finish", "part": {"reason": "tool-calls"}},
+        {"type": "step_start"},
+        {"type": "step_finish", "part": {"reason": "stop"}},
+    ):
+        parser.take(json.dumps(line).encode())
+    parser.finish()
+    calls = [e for e in map(json.loads, out.getvalue().splitlines()) if e["event"] == "tool_call"]
+    assert [c["id"] for c in calls] == ["c1"]

@@ -45,3 +45,17 @@ def test_a_judge_answer_nested_too_deep_is_an_invalid_answer() -> None:
     assert answer is None and problem is not None and problem.startswith("invalid JSON")
     found, why = parse(DEEP_OBJECT, "binary")
     assert found is None and why == 'not a JSON object with "score"'
+
+
+def test_a_json_path_gate_on_output_just_readable_never_fails_the_layer(tmp_path: Path) -> None:
+    """Just under Python's nesting limit the output is read, and then walking, comparing or
+    showing it can still raise RecursionError: the gate fails saying so instead."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    gate_of = TypeAdapter(Gate).validate_python
+    for depth in range(940, 1001, 4):
+        deep = f"printf '%*s' {depth} '' | tr ' ' '['; printf '%*s' {depth} '' | tr ' ' ']'"
+        spec = {"type": "command_json_path", "command": deep, "path": "$", "assertion": "len == 1"}
+        [result] = run_gates([gate_of(spec)], GateContext(tmp_path, env, 30, []))
+        message = result["message"]
+        readable = "holds" in message or "fails" in message
+        assert readable or "is not JSON" in message or "nested too deep to check" in message

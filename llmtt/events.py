@@ -110,6 +110,12 @@ Event = Annotated[
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 
+# In the text of an `output` event llmtt writes when a line (or record) of the agent's output had
+# a shape its reader did not expect: whatever events it held are missing, and the evaluation
+# warns of the run.
+UNREAD = "has a shape llmtt does not read"
+
+
 # The longest text an event keeps (a tool's output, a message, a line the agent printed): past
 # it, the head and the tail stay with a marker between them. A command printing 100 MB then
 # costs the harness no more memory or time than one printing 1 MB; the raw transcript keeps

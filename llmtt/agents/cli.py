@@ -28,7 +28,7 @@ from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
 from llmtt.agents.install import places
 from llmtt.agents.runner import run_in_pty
 from llmtt.config import ModelSpec
-from llmtt.events import EventWriter
+from llmtt.events import UNREAD, EventWriter
 from llmtt.models import Endpoint, ResolvedModel, endpoint_of, resolve_model, toml_key
 from llmtt.workspace import tool_path
 
@@ -171,6 +171,7 @@ class StreamParser:
         self._side_cost: float | None = 0.0  # side requests: never part of a total
         self._open: set[str] = set()  # calls of the latest request that have no result yet
         self._called = False  # the latest request called a tool
+        self._own_line = type(self).line is not StreamParser.line
 
     def take(self, raw: bytes) -> None:
         """One line of the agent's output as it came (without its "\\n"), JSON or not.
@@ -180,8 +181,12 @@ class StreamParser:
         JSON. That parser is stricter than Python's json (no lone half of a UTF-16 pair, no
         bytes that are not UTF-8, 200 levels of nesting at most) and allows only JSON's own
         whitespace around the object: what it refuses goes to `line`, which reads it as
-        before, so a line means the same either way.
+        before, so a line means the same either way. A parser with a `line` of its own (a
+        plugin's, or one that reads nothing) gets every line there.
         """
+        if self._own_line:
+            self.line(raw.decode("utf-8", errors="replace"))
+            return
         if raw[:1] == b"{" or raw.lstrip()[:1] == b"{":
             try:
                 value = from_json(raw)
@@ -243,7 +248,7 @@ class StreamParser:
             shown = head if isinstance(head, str) else head.decode("utf-8", errors="replace")
             self.events.emit(
                 "output",
-                text=f"llmtt: {what} has a shape llmtt does not read ({type(exc).__name__}: "
+                text=f"llmtt: {what} {UNREAD} ({type(exc).__name__}: "
                 f"{str(exc)[:200]}); events it held may be missing: {shown}",
             )
 

@@ -28,7 +28,7 @@ from llmtt.evaluation.scripts import (
 )
 from llmtt.evaluation.target_commands import TargetCommand, matcher_for
 from llmtt.evaluation.transcript import DEFAULT_MARKER, transcript_events
-from llmtt.events import Event, ToolCall, read_events
+from llmtt.events import UNREAD, Event, Output, ToolCall, read_events
 from llmtt.hashing import hash_file, hash_value
 from llmtt.models import ResolvedModel, spending_refusal
 from llmtt.plan import Run
@@ -80,6 +80,15 @@ def evaluate_run(project: Project, run: Run, purse: Purse | None = None) -> dict
         )
         gates = run_gates(run.scenario.spec.evaluation.gates, ctx)
         metrics.update(_scripts_fields(post, run_script_evaluators(run, seen, env)))
+        unread = sum(
+            isinstance(e, Output) and e.text.startswith("llmtt: ") and UNREAD in e.text
+            for e in events
+        )
+        if unread:
+            metrics.setdefault("warnings", []).append(
+                f"llmtt could not read {unread} line(s) of the agent's output (events.jsonl "
+                "says which): its turns, tokens, cost or commands may be short"
+            )
     write_json(
         run.dir / "gates.json",
         {"format": METRICS_FORMAT, "run_id": run.run_id, "gates": gates},

@@ -65,6 +65,7 @@ def test_command_agent_without_parser_uses_the_transcript(project: Project, tmp_
     script.write_text(
         "#!/bin/sh\n"
         'echo "thinking about: $1"\n'
+        """echo '{"type": "not read: no parser was chosen"}'\n"""
         "echo '$ git init -q .'; git init -q .\n"
         "echo '$ git statuz'; git statuz 2>/dev/null\n"
         "echo '$ git --help'; git --help > /dev/null\n"
@@ -80,6 +81,8 @@ def test_command_agent_without_parser_uses_the_transcript(project: Project, tmp_
     assert metrics["help_invocations"] == 1
     assert metrics["outcome"] == "pass"  # the free-text agent did make the repository
     assert metrics["cost_usd"] == 0.0  # declared free in llmtt.toml
+    log = (project.results() / "s/fake/r1/events.jsonl").read_text()
+    assert [json.loads(line)["event"] for line in log.splitlines()] == ["spawn", "complete"]
 
 
 def test_timed_out_agent_leaves_no_process_not_even_a_setsid_grandchild(
@@ -143,3 +146,26 @@ def test_cost_limit_stops_an_agent_as_its_requests_cost_it(
     assert project.json("s/spender-priced/r1/run.json")["stop_reason"] == (
         "cost limit reached: spent $0.0600 of $0.05"
     )
+
+
+def test_a_log_that_says_a_line_was_not_read_makes_the_run_warn(
+    project: Project, tmp_path: Path
+) -> None:
+    """What the reader of an agent's stream could not read (its turns, tokens or commands may
+    be short) is said where every report shows the outcome. The note is printed here by the
+    agent itself, as llmtt's reader writes it, for no real line is known to need it."""
+    script = tmp_path / "fake-agent.sh"
+    note = "llmtt: a line of the agent's stream has a shape llmtt does not read (TypeError: x)"
+    script.write_text(f'#!/bin/sh\necho "{note}"\ngit init -q .\n')
+    script.chmod(0o755)
+    toml = f'\n[agents.fake]\ncommand = ["{script}"]\nparser = "opencode"\nfree = true\n'
+    setup_project(project, toml)
+    result = project.doit("run", "agent=fake")
+    assert result.code == 0, result.out + result.err
+    metrics = project.json("s/fake/r1/metrics.json")
+    assert metrics["warnings"] == [
+        "llmtt could not read 1 line(s) of the agent's output (events.jsonl says which): its "
+        "turns, tokens, cost or commands may be short"
+    ]
+    assert metrics["outcome"] == "pass"
+    assert "warning: llmtt could not read 1 line(s)" in metrics["outcome_reason"]

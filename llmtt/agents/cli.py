@@ -28,7 +28,7 @@ from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
 from llmtt.agents.install import places
 from llmtt.agents.runner import run_in_pty
 from llmtt.config import ModelSpec
-from llmtt.events import UNREAD, EventWriter
+from llmtt.events import MAX_TEXT, UNREAD, EventWriter
 from llmtt.models import Endpoint, ResolvedModel, endpoint_of, resolve_model, toml_key
 from llmtt.workspace import tool_path
 
@@ -370,6 +370,14 @@ def _plus(spent: float | None, cost: float | None) -> float | None:
     return None if spent is None or cost is None else spent + cost
 
 
+# One line of an agent's output is read whole up to this size (a 16 MB tool result is). Of a
+# longer one (a CLI printing a blob without a newline) only its first and last KEPT_OF_LINE
+# bytes are held, with a marker between them: the harness's memory stays bounded whatever the
+# agent prints, and the event it makes still fits in an event's text (MAX_TEXT) whole.
+MAX_LINE = 32 * 1024 * 1024
+KEPT_OF_LINE = MAX_TEXT // 2 - 100  # the marker between head and tail fits in the 200 left
+
+
 class LineBuffer:
     """Splits raw PTY bytes into lines (tolerating `\\r\\n` and partial chunks)."""
 
@@ -378,28 +386,83 @@ class LineBuffer:
         # The unterminated line's pieces: a long line is joined once, when it ends, and only
         # the new piece is searched for its end (linear in the line, not quadratic).
         self._pending: list[bytes] = []
+        self._size = 0  # bytes in _pending
+        self._head: bytes | None = None  # a line past MAX_LINE: its first bytes, ...
+        self._cut = 0  # ... how many bytes after them are gone, ...
+        self._dropped = b""  # ... and the last of those
 
     def feed(self, data: bytes) -> None:
         """Take a chunk; complete lines go to the parser, and the events they make reach the
         file when the chunk is done."""
         end = data.find(b"\n")
         if end < 0:
-            if data:
-                self._pending.append(data)
+            self._add(data)
             return
-        self._pending.append(data[:end])
+        self._add(data[:end])
         with self._parser.events.held():
-            self._parser.take(b"".join(self._pending))
+            self._parser.take(self._line())
             *lines, rest = data[end + 1 :].split(b"\n")
             for line in lines:
                 self._parser.take(line)
-        self._pending = [rest] if rest else []
+        self._add(rest)
 
     def flush(self) -> None:
         """The last, unterminated line."""
-        if self._pending:
-            self._parser.take(b"".join(self._pending))
-            self._pending = []
+        if self._pending or self._head is not None:
+            self._parser.take(self._line())
+
+    def _add(self, piece: bytes) -> None:
+        if piece:
+            self._pending.append(piece)
+            self._size += len(piece)
+            if self._size > (MAX_LINE if self._head is None else KEPT_OF_LINE):
+                self._trim()
+
+    def _trim(self) -> None:
+        """Keep the line's first KEPT_OF_LINE bytes (the first time) and its last ones."""
+        pending = self._pending
+        if self._head is None:
+            taken, size = [], 0
+            while size < KEPT_OF_LINE:
+                taken.append(pending.pop(0))
+                size += len(taken[-1])
+            head = b"".join(taken)
+            pending.insert(0, head[KEPT_OF_LINE:])
+            head = head[:KEPT_OF_LINE]
+            self._head = _before_escape(head)
+            self._cut = len(head) - len(self._head)
+            self._size -= len(head)
+        while len(pending) > 1 and self._size - len(pending[0]) >= KEPT_OF_LINE:
+            self._size -= len(pending[0])
+            self._cut += len(pending[0])
+            self._dropped = pending.pop(0)[-1:] or self._dropped
+
+    def _line(self) -> bytes:
+        """The line held, its pieces let go."""
+        line = b"".join(self._pending)
+        self._pending, self._size = [], 0
+        if self._head is not None:
+            # The last KEPT_OF_LINE bytes, not starting with what a backslash before them
+            # escaped (a `"` that would end the string).
+            start = max(0, len(line) - KEPT_OF_LINE)
+            before = line[start - 1 : start] if start else self._dropped
+            while start < len(line) and before == b"\\":
+                before, start = line[start : start + 1], start + 1
+            marker = b" [... %d bytes of this line cut by llmtt ...] " % (self._cut + start)
+            line = self._head + marker + line[start:]
+            self._head, self._cut, self._dropped = None, 0, b""
+        return line
+
+
+def _before_escape(head: bytes) -> bytes:
+    """`head` without an escape of a JSON string that may be cut at its end (`\\u00e`), nor
+    the run of backslashes before it: the marker after it would make the line unreadable."""
+    escape = head.find(b"\\", len(head) - 6)
+    if escape < 0:
+        return head
+    while escape > 0 and head[escape - 1 : escape] == b"\\":
+        escape -= 1
+    return head[:escape]
 
 
 def unwrap_shell(command: str) -> str:

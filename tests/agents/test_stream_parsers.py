@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ import pytest
 from llmtt.agents.base import RunContext
 from llmtt.agents.claude_code import ClaudeStream, exit_code_of
 from llmtt.agents.cli import (
+    KEPT_OF_LINE,
+    MAX_LINE,
     SCRIPTED_PRICING,
     Limits,
     LineBuffer,
@@ -633,6 +636,62 @@ def test_a_long_tool_result_line_keeps_its_head_and_tail_in_the_event_log(
     assert events[index]["output"] == (
         f"{whole[:half]}\n[... {cut} characters cut by llmtt ...]\n{whole[-half:]}"
     )
+
+
+LONG_HEAD = (
+    b'{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"'
+)
+LONG_TAIL = b'"}]}}'
+
+
+def feed_long_line(filler: bytes, total: int, shift: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """A claude-code tool result of about `total` bytes, `filler` over and over, fed in the
+    PTY runner's pieces: the events, and the most bytes the buffer held at once once past the
+    longest line read whole."""
+    out = io.StringIO()
+    lines = LineBuffer(ClaudeStream(EventWriter(out), SCRIPTED_PRICING))
+    body = (total - len(LONG_HEAD) - len(LONG_TAIL)) // len(filler)
+    line = LONG_HEAD + b"x" * shift + filler * body + LONG_TAIL + b"\n"
+    held = 0
+    for start in range(0, len(line), READ_SIZE):
+        lines.feed(line[start : start + READ_SIZE])
+        if start > MAX_LINE + READ_SIZE:  # past the longest line read whole
+            held = max(held, sum(map(len, lines._pending)) + len(lines._head or b""))
+    return [json.loads(e) for e in out.getvalue().splitlines()], held
+
+
+def test_a_line_past_the_longest_read_whole_keeps_its_head_and_tail() -> None:
+    """A CLI printing 100 MB on one line: the buffer holds its first and last KEPT_OF_LINE
+    bytes, not the line; what is kept is still the JSON of one tool result, with a marker
+    saying how much is gone, and fits in the event whole."""
+    total = len(LONG_HEAD) + 100_000_000 + len(LONG_TAIL)  # a whole number of fillers
+    events, held = feed_long_line(b"0123456789", total)
+    assert held <= 2 * KEPT_OF_LINE + READ_SIZE
+    [result] = events
+    output = result["output"]
+    head, marker, tail = re.fullmatch(
+        r"(\d+) \[\.\.\. (\d+) bytes of this line cut by llmtt \.\.\.\] (\d+)", output
+    ).groups()
+    assert len(LONG_HEAD) + len(head) == KEPT_OF_LINE == len(tail) + len(LONG_TAIL)
+    assert len(LONG_HEAD) + len(head) + int(marker) + len(tail) + len(LONG_TAIL) == total
+    assert len(output) < MAX_TEXT  # not cut again by the event's own limit
+
+
+@pytest.mark.parametrize("shift", range(11))
+def test_a_long_line_cut_inside_an_escape_is_still_read_as_json(shift: int) -> None:
+    """The head kept of a long line can end inside a JSON escape (`\\u00e9`, `\\\\`):
+    the escape goes too, and the line is still one tool result."""
+    filler = b"ab\\u00e9\\\\c"  # a, b, an escaped e-acute, an escaped backslash, c
+    events, _ = feed_long_line(filler, MAX_LINE + 1000, shift)
+    assert [e["event"] for e in events] == ["tool_result"]
+    assert "bytes of this line cut by llmtt" in events[0]["output"]
+
+
+def test_a_line_up_to_the_longest_read_whole_is_read_whole() -> None:
+    events, held = feed_long_line(b"x", MAX_LINE)  # and its "\\n"
+    assert [e["event"] for e in events] == ["tool_result"]
+    assert held == 0 and "cut by llmtt" in events[0]["output"]  # the event's own cut
+    assert "bytes of this line" not in events[0]["output"]
 
 
 def test_the_event_log_of_each_recording_with_planted_secrets_is_as_recorded() -> None:

@@ -235,13 +235,17 @@ class LitellmAgent(Agent):
 
     def _call(self, ctx: RunContext, call: Any, deadline: float) -> dict[str, Any]:
         """Run one bash call; return the tool message for the model."""
+        function = getattr(call, "function", None)
+        name = str(getattr(function, "name", None) or "")  # a model may leave it out
         try:
-            command = str(json.loads(call.function.arguments or "{}").get("command", ""))
-        except (ValueError, AttributeError, RecursionError):
-            command = ""
-        ctx.events.emit("tool_call", id=call.id, tool=call.function.name, command=command)
-        if call.function.name != "bash" or not command:
-            text = f"error: unknown tool {call.function.name!r} or no command; use bash"
+            arguments = json.loads(getattr(function, "arguments", None) or "{}")
+        except (ValueError, TypeError, RecursionError):
+            arguments = None
+        command = arguments.get("command") if isinstance(arguments, dict) else None
+        command = command if isinstance(command, str) else ""
+        ctx.events.emit("tool_call", id=call.id, tool=name, command=command)
+        if name != "bash" or not command:
+            text = f"error: unknown tool {name!r} or no command; use bash"
             ctx.events.emit("tool_result", id=call.id, output=text, exit_code=None)
             return {"role": "tool", "tool_call_id": call.id, "content": text}
         ctx.transcript.write(f"$ {command}\n".encode())

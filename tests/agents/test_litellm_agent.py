@@ -295,6 +295,34 @@ def test_an_answer_without_a_message_ends_the_run_as_a_result_keeping_its_usage(
     assert len(handler.hits) == 2  # done: not asked again
 
 
+def test_a_tool_call_without_a_name_or_a_text_command_is_answered_and_evaluated(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    """A call with no function name used to be logged with `tool: null`, which the evaluation
+    refused as a malformed event (whose advice, removing the log, re-runs the paid agent); a
+    `command` that is not a text used to be run as its Python form (`None`)."""
+    url, handler = provider
+    nameless = chat_call("git --version")
+    nameless["choices"][0]["message"]["tool_calls"][0]["function"]["name"] = None
+    untexted = chat_call("unused", call_id="call-2")
+    untexted["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = (
+        '{"command": null}'
+    )
+    handler.queue = [(200, nameless), (200, untexted), (200, ANSWER)]
+    scenario(project, ["unused"], toml=provider_toml(url))
+    result = project.doit("run", "agent=litellm", "model=remote", env=ENABLED)
+    assert result.code == 0, result.out + result.err
+    calls = [e for e in events(project, "s/litellm-remote/r1") if e["event"] == "tool_call"]
+    assert [(c["tool"], c["command"]) for c in calls] == [("", "git --version"), ("bash", "")]
+    told = [m["content"] for m in handler.bodies[2]["messages"] if m["role"] == "tool"]
+    assert told == [
+        "error: unknown tool '' or no command; use bash",
+        "error: unknown tool 'bash' or no command; use bash",
+    ]
+    m = project.json("s/litellm-remote/r1/metrics.json")
+    assert (m["turns"], m["natural_stop"], m["outcome"]) == (3, True, "pass")  # evaluated
+
+
 def serve_slowly(handler: type[FakeProvider], answered: int, trickle: bool) -> None:
     """After `answered` answers from the queue, the provider hangs: it sends nothing, or
     (`trickle`) a header and then one byte of the body every half second."""

@@ -34,9 +34,9 @@ def one(mb: int) -> None:
     with open(os.devnull, "w") as out:
         lines = LineBuffer(ClaudeStream(EventWriter(out), SCRIPTED_PRICING))
         lines.feed(HEAD)
-        piece = b"a" * READ_SIZE
+        piece = bytearray(b"a" * READ_SIZE)
         for _ in range(mb * 1024 * 1024 // READ_SIZE):
-            lines.feed(piece)
+            lines.feed(bytes(piece))  # a new object each time, as each read of the PTY gives
         lines.feed(TAIL)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"{mb:>6} MB line: harness peak {peak - before:7.1f} MB over its start", flush=True)

@@ -19,7 +19,7 @@ from llmtt.agents.cli import (
 from llmtt.agents.install import pinned
 from llmtt.events import EventWriter
 
-_EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (\d+)\b")
+_EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (\d{1,10})\b")
 SHELL = "Bash"
 
 

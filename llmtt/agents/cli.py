@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 from abc import abstractmethod
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,8 +173,9 @@ class StreamParser:
         self._open: set[str] = set()  # calls of the latest request that have no result yet
         self._called = False  # the latest request called a tool
         self._own_line = type(self).line is not StreamParser.line
+        self._objects = 0  # JSON objects of the stream read
 
-    def take(self, raw: bytes) -> None:
+    def take(self, raw: bytes | bytearray, *, cut: bool = False) -> None:
         """One line of the agent's output as it came (without its "\\n"), JSON or not.
 
         Most lines are one JSON object in UTF-8, read here straight from their bytes by
@@ -183,11 +185,15 @@ class StreamParser:
         whitespace around the object: what it refuses goes to `line`, which reads it as
         before, so a line means the same either way. A parser with a `line` of its own (a
         plugin's, or one that reads nothing) gets every line there.
+
+        A `cut` line is what LineBuffer kept of one too long to hold: its head and tail. When
+        they do not make one JSON object, the log says that the line was not read.
         """
         if self._own_line:
             self.line(raw.decode("utf-8", errors="replace"))
             return
-        if raw[:1] == b"{" or raw.lstrip()[:1] == b"{":
+        json_like = raw[:1] == b"{" or raw.lstrip()[:1] == b"{"
+        if json_like:
             try:
                 value = from_json(raw)
             except ValueError:
@@ -196,7 +202,14 @@ class StreamParser:
                 if type(value) is dict:  # noqa: E721 - always, from a text starting with "{"
                     self._read(value, raw)
                     return
+        objects = self._objects
         self.line(raw.decode("utf-8", errors="replace"))
+        if cut and json_like and self._objects == objects:
+            self.events.emit(
+                "output",
+                text=f"llmtt: a line of the agent's stream, too long to hold whole, {UNREAD}: "
+                "what was kept of it is not one JSON object, and events it held may be missing",
+            )
 
     def line(self, text: str) -> None:
         """One line of the agent's output as text (JSON or not)."""
@@ -227,14 +240,15 @@ class StreamParser:
                 return
         self.events.emit("output", text=text)
 
-    def _read(self, obj: dict[str, Any], line: str | bytes) -> None:
+    def _read(self, obj: dict[str, Any], line: str | bytes | bytearray) -> None:
+        self._objects += 1
         self.safely(self.handle, obj, line, "a line of the agent's stream")
 
     def safely(
         self,
         read: Callable[[dict[str, Any]], None],
         obj: dict[str, Any],
-        line: str | bytes | None,
+        line: str | bytes | bytearray | None,
         what: str,
     ) -> None:
         """`read(obj)`, for a record of a shape the adapter does not expect (a field of another
@@ -385,11 +399,11 @@ class LineBuffer:
         self._parser = parser
         # The unterminated line's pieces: a long line is joined once, when it ends, and only
         # the new piece is searched for its end (linear in the line, not quadratic).
-        self._pending: list[bytes] = []
+        self._pending: deque[bytes] = deque()
         self._size = 0  # bytes in _pending
         self._head: bytes | None = None  # a line past MAX_LINE: its first bytes, ...
         self._cut = 0  # ... how many bytes after them are gone, ...
-        self._dropped = b""  # ... and the last of those
+        self._run = 0  # ... and how many backslashes end what is gone (or the head)
 
     def feed(self, data: bytes) -> None:
         """Take a chunk; complete lines go to the parser, and the events they make reach the
@@ -400,7 +414,7 @@ class LineBuffer:
             return
         self._add(data[:end])
         with self._parser.events.held():
-            self._parser.take(self._line())
+            self._send()
             *lines, rest = data[end + 1 :].split(b"\n")
             for line in lines:
                 self._parser.take(line)
@@ -409,49 +423,60 @@ class LineBuffer:
     def flush(self) -> None:
         """The last, unterminated line."""
         if self._pending or self._head is not None:
-            self._parser.take(self._line())
+            self._send()
 
     def _add(self, piece: bytes) -> None:
-        if piece:
-            self._pending.append(piece)
-            self._size += len(piece)
-            if self._size > (MAX_LINE if self._head is None else KEPT_OF_LINE):
-                self._trim()
-
-    def _trim(self) -> None:
-        """Keep the line's first KEPT_OF_LINE bytes (the first time) and its last ones."""
-        pending = self._pending
-        if self._head is None:
-            taken, size = [], 0
-            while size < KEPT_OF_LINE:
-                taken.append(pending.pop(0))
-                size += len(taken[-1])
-            head = b"".join(taken)
-            pending.insert(0, head[KEPT_OF_LINE:])
-            head = head[:KEPT_OF_LINE]
-            self._head = _before_escape(head)
-            self._cut = len(head) - len(self._head)
-            self._size -= len(head)
-        while len(pending) > 1 and self._size - len(pending[0]) >= KEPT_OF_LINE:
-            self._size -= len(pending[0])
-            self._cut += len(pending[0])
-            self._dropped = pending.pop(0)[-1:] or self._dropped
-
-    def _line(self) -> bytes:
-        """The line held, its pieces let go."""
-        line = b"".join(self._pending)
-        self._pending, self._size = [], 0
+        if not piece:
+            return
+        self._pending.append(piece)
+        self._size += len(piece)
+        if self._head is None and self._size > MAX_LINE:
+            self._keep_head()
         if self._head is not None:
-            # The last KEPT_OF_LINE bytes, not starting with what a backslash before them
-            # escaped (a `"` that would end the string).
-            start = max(0, len(line) - KEPT_OF_LINE)
-            before = line[start - 1 : start] if start else self._dropped
-            while start < len(line) and before == b"\\":
-                before, start = line[start : start + 1], start + 1
-            marker = b" [... %d bytes of this line cut by llmtt ...] " % (self._cut + start)
-            line = self._head + marker + line[start:]
-            self._head, self._cut, self._dropped = None, 0, b""
-        return line
+            pending = self._pending
+            while len(pending) > 1 and self._size - len(pending[0]) >= KEPT_OF_LINE:
+                self._size -= len(pending[0])
+                self._drop(pending.popleft())
+
+    def _keep_head(self) -> None:
+        """The line's first KEPT_OF_LINE bytes, not ending inside a JSON escape."""
+        taken: list[bytes] = []
+        size = 0
+        while size < KEPT_OF_LINE:
+            taken.append(self._pending.popleft())
+            size += len(taken[-1])
+        head = b"".join(taken)
+        self._pending.appendleft(head[KEPT_OF_LINE:])
+        head = head[:KEPT_OF_LINE]
+        self._size -= KEPT_OF_LINE
+        self._head = _before_escape(head)
+        self._cut = len(head) - len(self._head)
+        self._run = len(head) - len(head.rstrip(b"\\"))
+
+    def _drop(self, gone: bytes) -> None:
+        """Let go of bytes that came after the head."""
+        left = len(gone.rstrip(b"\\"))
+        self._run = self._run + len(gone) if left == 0 else len(gone) - left
+        self._cut += len(gone)
+
+    def _send(self) -> None:
+        """The line held to the parser, and let go of here."""
+        line = b"".join(self._pending)
+        self._pending.clear()
+        self._size = 0
+        if self._head is None:
+            self._parser.take(line)
+            return
+        extra = max(0, len(line) - KEPT_OF_LINE)
+        if extra:
+            self._drop(line[:extra])
+        # Nor does the tail start with what a backslash before it escaped (a `"` that would
+        # end the string): an odd run of backslashes before it escapes its first byte.
+        start = extra + self._run % 2
+        marker = b" [... %d bytes of this line cut by llmtt ...] " % (self._cut + start - extra)
+        kept = self._head + marker + line[start:]
+        self._head, self._cut, self._run = None, 0, 0
+        self._parser.take(kept, cut=True)
 
 
 def _before_escape(head: bytes) -> bytes:

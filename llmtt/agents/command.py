@@ -27,8 +27,7 @@ class _TranscriptOnly(StreamParser):
         self.per_request = False
 
     def handle(self, obj: dict[str, Any]) -> None:
-        """JSON that no parser was chosen for is plain output."""
-        self.events.emit("output", text=str(obj)[:2000])
+        """Never called: `line`, its own, reads nothing (see StreamParser.take)."""
 
     def line(self, text: str) -> None:
         """Nothing to parse; the transcript keeps everything."""

@@ -162,7 +162,9 @@ def _json_path(gate: CommandJsonPath, result: ShellResult) -> tuple[bool, str]:
 
     try:
         document = json.loads(result.stdout)
-    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to read
+    except RecursionError:
+        return False, f"output of `{gate.command}` is JSON nested too deep to read" + _seen(result)
+    except ValueError as exc:
         return (
             False,
             f"output of `{gate.command}` ({result.describe()}) is not JSON: {exc}" + _seen(result),

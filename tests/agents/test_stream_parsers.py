@@ -687,6 +687,51 @@ def test_a_long_line_cut_inside_an_escape_is_still_read_as_json(shift: int) -> N
     assert "bytes of this line cut by llmtt" in events[0]["output"]
 
 
+def feed_lines(*lines: bytes) -> list[dict[str, Any]]:
+    """The events of claude-code lines fed in the PTY runner's pieces."""
+    out = io.StringIO()
+    buffer = LineBuffer(ClaudeStream(EventWriter(out), SCRIPTED_PRICING))
+    raw = b"".join(line + b"\n" for line in lines)
+    for start in range(0, len(raw), READ_SIZE):
+        buffer.feed(raw[start : start + READ_SIZE])
+    return [json.loads(e) for e in out.getvalue().splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("before", "expected"),
+    [
+        (b"\\\\", ""),  # an escaped backslash: the `"` after it ends the text
+        (b"\\", "] " + "b" * (KEPT_OF_LINE - 24)),  # an escaped quote: left out
+    ],
+)
+def test_the_tail_of_a_long_line_starts_after_an_escape_not_inside_one(
+    before: bytes, expected: str
+) -> None:
+    """Whether the tail's first byte is escaped depends on how many backslashes come before it,
+    an even number (pairs, each one backslash) or an odd one (the last escapes the byte)."""
+    after = b'"' + (b"b" * (KEPT_OF_LINE - 24) + b'"' if expected else b"") + b',"x":"'
+    after += b"y" * (KEPT_OF_LINE - len(after) - len(LONG_TAIL)) + LONG_TAIL
+    assert len(after) == KEPT_OF_LINE  # the tail starts at the first `"` of `after`
+    body = b"a" * (MAX_LINE + 1000)
+    [result] = feed_lines(LONG_HEAD + body + before + after)
+    output = result["output"]
+    assert output.startswith("a" * 1000) and output.endswith(expected)
+    assert "bytes of this line cut by llmtt" in output
+
+
+def test_a_long_line_whose_head_and_tail_are_not_one_object_is_noted() -> None:
+    """claude-code carries a command's output twice on its line (the message, and
+    `tool_use_result`): cut in the first and again in the second, what is kept is no JSON
+    object. The log says the line was not read (the run then warns), after its head and
+    tail as output."""
+    half = b"a" * (MAX_LINE // 2 + 1000)
+    line = LONG_HEAD + half + b'"}]},"tool_use_result":{"stdout":"' + half + b'"}}'
+    events = feed_lines(line, b'{"type":"assistant","message":{"content":[]}}')
+    assert [e["event"] for e in events] == ["output", "output"]
+    assert "bytes of this line cut by llmtt" in events[0]["text"]
+    assert "too long to hold whole, has a shape llmtt does not read" in events[1]["text"]
+
+
 def test_a_line_up_to_the_longest_read_whole_is_read_whole() -> None:
     events, held = feed_long_line(b"x", MAX_LINE)  # and its "\\n"
     assert [e["event"] for e in events] == ["tool_result"]

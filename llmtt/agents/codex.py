@@ -37,7 +37,7 @@ from llmtt.agents.cli import (
     whole,
 )
 from llmtt.agents.install import pinned
-from llmtt.events import EventWriter
+from llmtt.events import UNREAD, EventWriter
 
 PROVIDER = "llmtt"
 KEY_VARIABLE = "LLMTT_SCRIPTED_KEY"  # the scripted server's key, for codex's provider
@@ -56,6 +56,7 @@ class Rollout:
         self.path = path
         self._offset = 0
         self._partial = b""
+        self.unread: list[bytes] = []  # complete lines of the last read that are no record
 
     def read(self) -> list[dict[str, Any]]:
         """The records written since the last call (a line still being written waits)."""
@@ -68,6 +69,7 @@ class Rollout:
         self._offset += len(data)
         *lines, self._partial = (self._partial + data).split(b"\n")
         records = []
+        self.unread = []
         for line in lines:
             try:
                 record = from_json(line)  # as StreamParser.take reads the stream
@@ -75,9 +77,11 @@ class Rollout:
                 try:  # what pydantic's parser refuses and Python's json takes (a lone surrogate)
                     record = json.loads(line)
                 except (ValueError, RecursionError):
-                    continue
+                    record = None
             if isinstance(record, dict):
                 records.append(record)
+            elif line.strip():
+                self.unread.append(line)
         return records
 
 
@@ -147,6 +151,13 @@ class CodexStream(StreamParser):
                 return
         for record in self._rollout.read():
             self.safely(self._record, record, None, "a record of codex's rollout")
+        for line in self._rollout.unread:
+            shown = line[:500].decode("utf-8", errors="replace")
+            self.events.emit(
+                "output",
+                text=f"llmtt: a line of codex's rollout {UNREAD} (not a JSON object); events "
+                f"it held may be missing: {shown}",
+            )
 
     def finish(self) -> None:
         """Calls recorded without their usage; without a rollout, the stream's commands; then

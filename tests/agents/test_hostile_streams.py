@@ -153,7 +153,8 @@ def test_a_rollout_record_codex_cannot_be_read_leaves_the_others_of_its_read(
     tmp_path: Path,
 ) -> None:
     """The rollout is read outside the stream's lines too (each look for a limit, the end of
-    the run): a record llmtt trips over is noted and the records after it are still read."""
+    the run): a record of an odd shape, or a line that is no record, is noted (the run warns)
+    and the records after it are still read."""
     home = tmp_path / "home"
     folder = home / "sessions" / "2026" / "01" / "01"
     folder.mkdir(parents=True)
@@ -174,12 +175,16 @@ def test_a_rollout_record_codex_cannot_be_read_leaves_the_others_of_its_read(
             },
         },
     ]
-    (folder / "rollout-x-t1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    lines = [json.dumps(r) for r in records]
+    lines.insert(2, '{"type": "token_usage_record", "payload": ')  # no JSON object
+    (folder / "rollout-x-t1.jsonl").write_text("".join(line + "\n" for line in lines))
     parser.poll()  # as Limits.reached() does, outside any line of the stream
     parser.finish()
     events = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert [e["event"] for e in events] == ["usage", "tool_call", "tool_result"]
+    assert [e["event"] for e in events] == ["usage", "tool_call", "tool_result", "output"]
     assert events[1]["command"] == "ls" and events[2]["exit_code"] is None
+    assert events[3]["text"].startswith("llmtt: a line of codex's rollout has " + NOTE)
+    assert '{"type": "token_usage_record", "payload": ' in events[3]["text"]
 
 
 def test_figures_past_any_request_are_capped_not_an_overflow() -> None:

@@ -205,10 +205,9 @@ class StreamParser:
         objects = self._objects
         self.line(raw.decode("utf-8", errors="replace"))
         if cut and json_like and self._objects == objects:
-            self.events.emit(
-                "output",
-                text=f"llmtt: a line of the agent's stream, too long to hold whole, {UNREAD}: "
-                "what was kept of it is not one JSON object, and events it held may be missing",
+            self.unread(
+                "a line of the agent's stream, too long to hold whole,",
+                "what was kept of it is not one JSON object",
             )
 
     def line(self, text: str) -> None:
@@ -258,13 +257,19 @@ class StreamParser:
         try:
             read(obj)
         except _UNREADABLE as exc:
-            head = (json_text(obj) if line is None else line)[:500]
-            shown = head if isinstance(head, str) else head.decode("utf-8", errors="replace")
-            self.events.emit(
-                "output",
-                text=f"llmtt: {what} {UNREAD} ({type(exc).__name__}: "
-                f"{str(exc)[:200]}); events it held may be missing: {shown}",
-            )
+            why = f"{type(exc).__name__}: {str(exc)[:200]}"
+            self.unread(what, why, json_text(obj) if line is None else line)
+
+    def unread(self, what: str, why: str, line: str | bytes | bytearray = "") -> None:
+        """Say in the log that `what` (shown by the head of its `line`) was not read, and why:
+        the evaluation warns of the run (docs/metrics.md)."""
+        head = line[:500]
+        shown = head if isinstance(head, str) else head.decode("utf-8", errors="replace")
+        self.events.emit(
+            "output",
+            text=f"llmtt: {what} {UNREAD} ({why}); events it held may be missing"
+            + (f": {shown}" if shown else ""),
+        )
 
     @abstractmethod
     def handle(self, obj: dict[str, Any]) -> None:

@@ -37,7 +37,7 @@ from llmtt.agents.cli import (
     whole,
 )
 from llmtt.agents.install import pinned
-from llmtt.events import UNREAD, EventWriter
+from llmtt.events import EventWriter
 
 PROVIDER = "llmtt"
 KEY_VARIABLE = "LLMTT_SCRIPTED_KEY"  # the scripted server's key, for codex's provider
@@ -152,12 +152,7 @@ class CodexStream(StreamParser):
         for record in self._rollout.read():
             self.safely(self._record, record, None, "a record of codex's rollout")
         for line in self._rollout.unread:
-            shown = line[:500].decode("utf-8", errors="replace")
-            self.events.emit(
-                "output",
-                text=f"llmtt: a line of codex's rollout {UNREAD} (not a JSON object); events "
-                f"it held may be missing: {shown}",
-            )
+            self.unread("a line of codex's rollout", "not a JSON object", line)
 
     def finish(self) -> None:
         """Calls recorded without their usage; without a rollout, the stream's commands; then

@@ -27,8 +27,8 @@ def one(mb: int) -> None:
     """Feed a line of `mb` MB; print the peak over the starting RSS."""
     from llmtt.agents.claude_code import ClaudeStream
     from llmtt.agents.cli import SCRIPTED_PRICING, LineBuffer
-    from llmtt.agents.runner import READ_SIZE
     from llmtt.events import EventWriter
+    from llmtt.process.pty import READ_SIZE
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     with open(os.devnull, "w") as out:

@@ -20,8 +20,8 @@ from llmtt.agents.claude_code import ClaudeStream  # noqa: E402
 from llmtt.agents.cli import SCRIPTED_PRICING, LineBuffer, StreamParser  # noqa: E402
 from llmtt.agents.codex import CodexStream  # noqa: E402
 from llmtt.agents.opencode import OpencodeStream  # noqa: E402
-from llmtt.agents.runner import READ_SIZE  # noqa: E402
 from llmtt.events import EventWriter  # noqa: E402
+from llmtt.process.pty import READ_SIZE  # noqa: E402
 from llmtt.redaction import Redactor  # noqa: E402
 
 DATA = ROOT / "tests" / "data"

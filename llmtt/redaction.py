@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from llmtt.project import Project
+    from llmtt.spec.project import Project
 
 MASK = "[REDACTED]"
 GRAM = 8
@@ -119,7 +119,7 @@ class Redactor:
 
     @classmethod
     def _of(cls, project: Project) -> Redactor:
-        from llmtt.config import TargetSpec
+        from llmtt.spec.config import TargetSpec
 
         config = project.config
         envs = [config.target.env]

@@ -1,4 +1,4 @@
-"""Atomic writes (llmtt/atomic.py): a reader sees the old file or the whole new one, also with
+"""Atomic writes (llmtt/util/atomic.py): a reader sees the old file or the whole new one, also with
 threads writing the same file (the Ray executor's actions run in threads)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from llmtt.atomic import write_bytes, write_text
+from llmtt.util.atomic import write_bytes, write_text
 
 
 def test_threads_writing_one_file_each_leave_it_whole_and_no_temporary_file(

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from conftest import GIT_TOML, Project
 
-from llmtt.baseline import check_summary, regressions, snapshot
-from llmtt.cli import main
-from llmtt.config import RegressionSpec
+from llmtt.commands.main import main
+from llmtt.results.baseline import check_summary, regressions, snapshot
+from llmtt.spec.config import RegressionSpec
 
 RULES = RegressionSpec()
 

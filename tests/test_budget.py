@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import DOIT, GIT_TOML, FakeProvider, Project, chat_answer
 
-from llmtt.budget import BudgetExhausted, Ledger, budget_limit
 from llmtt.errors import LlmttError
+from llmtt.execution.budget import BudgetExhausted, Ledger, budget_limit
 from llmtt.scripted import ScriptedServer
 
 RUN_COST = 0.012 + 0.013 + 0.013  # three turns at 10 $/Mtok in, 100 $/Mtok out (see below)
@@ -142,7 +142,7 @@ def test_budget_sources_and_bad_values(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_estimate_uses_earlier_runs_then_tokens_then_says_unknown(
     project: Project, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from llmtt.cli import main
+    from llmtt.commands.main import main
 
     project.write(
         "llmtt.toml",

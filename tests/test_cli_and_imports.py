@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import GIT_TOML, Project
 
-from llmtt.cli import main
+from llmtt.commands.main import main
 
 
 def test_schema_writes_json_schema_for_each_file_kind(

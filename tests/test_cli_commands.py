@@ -10,7 +10,7 @@ from pathlib import Path
 
 from conftest import GIT_TOML, Project
 
-from llmtt.selection import VARIABLES
+from llmtt.spec.selection import VARIABLES
 
 LLMTT = str(Path(sys.executable).parent / "llmtt")
 ROOT = Path(__file__).resolve().parents[1]

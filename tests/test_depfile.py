@@ -10,7 +10,7 @@ import pytest
 from conftest import DOIT, Project
 from doit.dependency import JSONCodec, SqliteDB
 
-from llmtt.depfile import PreloadedSqliteDB, record_values
+from llmtt.taskgraph.depfile import PreloadedSqliteDB, record_values
 
 
 def _written(path: Path) -> None:

@@ -272,8 +272,8 @@ def test_a_worker_warms_the_later_layers_in_a_thread_that_keeps_any_error_to_its
     code = f"""
 import sys, threading
 sys.argv = ["doit", *{argv!r}]
-import llmtt.tasks as tasks
-from llmtt.project import load_project
+import llmtt.taskgraph.tasks as tasks
+from llmtt.spec.project import load_project
 tasks.WARM_AFTER_SECS = 0
 failed, made = [], []
 threading.excepthook = failed.append
@@ -287,12 +287,12 @@ class Counted(threading.Timer):
 
 threading.Timer = Counted
 project = load_project(tasks.ROOT)
-before = "llmtt.report" in sys.modules
+before = "llmtt.report.render" in sys.modules
 tasks._warm_evaluation(project)
 tasks._warm_evaluation(project)
 for thread in made:
     thread.join()
-print(before, len(made), "llmtt.report" in sys.modules, len(failed))
+print(before, len(made), "llmtt.report.render" in sys.modules, len(failed))
 """
     done = subprocess.run(
         [str(Path(DOIT).parent / "python"), "-c", code],

@@ -113,8 +113,8 @@ def test_the_processes_of_an_invocation_killed_by_sigkill_are_ended_by_its_watch
         """
         import os, sys, time
         from pathlib import Path
-        from llmtt.invocation import watchdog
-        from llmtt.shell import run_shell
+        from llmtt.taskgraph import watchdog
+        from llmtt.process.shell import run_shell
         watchdog.start()
         # A command that leaves a grandchild behind, in a session of its own.
         run_shell("setsid sleep 41.5 & sleep 41.6 & echo started",
@@ -154,7 +154,7 @@ def test_the_processes_of_an_invocation_killed_by_sigkill_are_ended_by_its_watch
 def _token(pid: int) -> str:
     """The mark a process gave its runs (read from the environment of its watchdog's argv)."""
     found = subprocess.run(
-        ["pgrep", "-af", f"llmtt.invocation.watchdog {pid} "], capture_output=True, text=True
+        ["pgrep", "-af", f"llmtt.taskgraph.watchdog {pid} "], capture_output=True, text=True
     )
     return found.stdout.split()[-1]
 

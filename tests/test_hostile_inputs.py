@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from conftest import DOIT
 
-from llmtt.cli import main as llmtt_main
+from llmtt.commands.main import main as llmtt_main
 
 LLMTT = str(Path(DOIT).parent / "llmtt")
 S, T, R = "scenarios/s.yaml", "llmtt.toml", "rubrics/r.yaml"
@@ -39,7 +39,7 @@ RUBRIC = "criteria:\n  - {id: ok, weight: 1, description: done}\n"
 JUDGED = OK + "evaluation:\n  judge: {enabled: true, rubric: r.yaml}\n"
 DEEP = "nested deeper than 64 levels"
 OUT = "leads outside the project folder"
-MAX_NODES = 100_000  # values a YAML file may expand to (llmtt.loading.MAX_NODES)
+MAX_NODES = 100_000  # values a YAML file may expand to (llmtt.spec.loading.MAX_NODES)
 
 
 @dataclass(frozen=True)

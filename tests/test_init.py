@@ -10,7 +10,7 @@ import pytest
 from conftest import BIN, DOIT
 
 from llmtt import __version__
-from llmtt.scaffold import pick_subcommand
+from llmtt.commands.init import pick_subcommand
 
 CLICK = """\
 Usage: tool [OPTIONS] COMMAND [ARGS]...

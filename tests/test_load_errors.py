@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from llmtt.errors import ConfigError
-from llmtt.project import load_project
+from llmtt.spec.project import load_project
 
 OK_SCENARIO = "task:\n  prompt: Do it.\n"
 RUBRIC = """\

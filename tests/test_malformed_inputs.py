@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from llmtt.cli import main as llmtt_main
+from llmtt.commands.main import main as llmtt_main
 from llmtt.errors import ConfigError, Problem
-from llmtt.project import load_project
+from llmtt.spec.project import load_project
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = REPO / ".venv" / "bin"

@@ -8,9 +8,9 @@ import pytest
 from conftest import GIT_TOML, Project
 
 from llmtt.errors import LlmttError
-from llmtt.plan import Plan, build_plan
-from llmtt.project import load_project
-from llmtt.selection import Selection
+from llmtt.plan.runs import Plan, build_plan
+from llmtt.spec.project import load_project
+from llmtt.spec.selection import Selection
 
 SCENARIO = """\
 name: demo

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from conftest import GIT_TOML, Project
 
-from llmtt import plancache
-from llmtt.plan import build_plan
-from llmtt.plancache import RunSpec, TaskPlan
-from llmtt.project import load_project
-from llmtt.selection import Selection
+from llmtt.plan import cache as plancache
+from llmtt.plan.cache import RunSpec, TaskPlan
+from llmtt.plan.runs import build_plan
+from llmtt.spec.project import load_project
+from llmtt.spec.selection import Selection
 
 TOML = (
     GIT_TOML
@@ -240,7 +240,7 @@ def test_a_cached_task_list_loads_without_the_loaders(demo: Project) -> None:
     settle(demo.root)
     probe = (
         "import sys, llmtt.tasks as t; list(t.task_llmtt()); "
-        "print(sorted({'pydantic', 'yaml', 'llmtt.plan', 'llmtt.project'} & set(sys.modules)))"
+        "print(sorted({'pydantic', 'yaml', 'llmtt.plan.runs', 'llmtt.spec.project'} & set(sys.modules)))"
     )
 
     def loaded() -> str:
@@ -250,17 +250,17 @@ def test_a_cached_task_list_loads_without_the_loaders(demo: Project) -> None:
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.strip()
 
-    assert loaded() == "['llmtt.plan', 'llmtt.project', 'pydantic', 'yaml']"  # built
+    assert loaded() == "['llmtt.plan.runs', 'llmtt.spec.project', 'pydantic', 'yaml']"  # built
     assert loaded() == "[]"  # from the cache
 
 
 AUDIT = """
 import json, os, sys
 from pathlib import Path
-from llmtt import inputs
-from llmtt.plan import build_plan
-from llmtt.project import load_project
-from llmtt.selection import Selection
+from llmtt.util import signatures as inputs
+from llmtt.plan.runs import build_plan
+from llmtt.spec.project import load_project
+from llmtt.spec.selection import Selection
 
 opened = []
 def hook(event, args):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from llmtt.agents.cli import Pricing, Tokens, pricing_of
-from llmtt.config import ModelSpec
-from llmtt.models import import_litellm
+from llmtt.providers import import_litellm
+from llmtt.spec.config import ModelSpec
 
 TOKENS = Tokens(input=1_000, output=100, cache_read=20_000, cache_write=3_000)
 

@@ -1,4 +1,4 @@
-"""What `doit run` says while it works (llmtt/invocation/progress.py): a line as each run's agent
+"""What `doit run` says while it works (llmtt/taskgraph/progress.py): a line as each run's agent
 starts and ends with its turns, tokens, cost and the session's spend, one line when nothing was
 to do, and silence under `-v 0` or LLMTT_QUIET=1; doit's own lines and exit codes stay."""
 

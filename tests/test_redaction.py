@@ -198,7 +198,7 @@ def test_a_project_redactor_knows_every_env_table_and_model_key_variable(
 ) -> None:
     from conftest import Project
 
-    from llmtt.project import load_project
+    from llmtt.spec.project import load_project
 
     project = Project(tmp_path / "p")
     project.write(
@@ -240,7 +240,7 @@ def test_a_large_text_is_redacted_in_well_under_a_second() -> None:
 def test_a_projects_redactor_is_made_once_and_again_when_the_environment_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from llmtt.project import load_project
+    from llmtt.spec.project import load_project
 
     (tmp_path / "scenarios").mkdir()
     (tmp_path / "llmtt.toml").write_text(

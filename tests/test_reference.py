@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmtt.reference import DEFAULT_OUT, builtin_evaluators, main, missing_descriptions, render
+from llmtt.commands.reference import (
+    DEFAULT_OUT,
+    builtin_evaluators,
+    main,
+    missing_descriptions,
+    render,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +26,7 @@ def test_every_field_has_a_description() -> None:
 def test_committed_reference_is_up_to_date() -> None:
     assert DEFAULT_OUT == ROOT / "docs" / "reference.md"
     assert DEFAULT_OUT.read_text(encoding="utf-8") == render(), (
-        "docs/reference.md is out of date: run `python -m llmtt.reference` and commit it"
+        "docs/reference.md is out of date: run `python -m llmtt.commands.reference` and commit it"
     )
 
 

@@ -1,4 +1,4 @@
-"""What a Ray node is sent and what comes back (llmtt/remote.py), without a cluster: the project
+"""What a Ray node is sent and what comes back (llmtt/executors/remote.py), without a cluster: the project
 archive leaves out what it must, a returned archive cannot write outside its folder, and a
 landing cut short leaves the layer pending, never half-written."""
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from conftest import GIT_TOML, Project
 
-from llmtt import remote
 from llmtt.errors import LlmttError
-from llmtt.remote import RemoteError, land, pack_dir, pack_project, unpack, unpacked
+from llmtt.executors import remote
+from llmtt.executors.remote import RemoteError, land, pack_dir, pack_project, unpack, unpacked
 
 
 def _names(archive: bytes) -> set[str]:
@@ -218,7 +218,7 @@ def test_no_cluster_at_the_address_is_one_line_at_once(project: Project) -> None
 
 PROBE = """\
 from llmtt.tasks import *  # noqa: F403
-from llmtt import tasks as _made
+from llmtt.taskgraph import tasks as _made
 from doit.task import Task as _Task
 
 for _t in _made.task_llmtt():

@@ -1,4 +1,4 @@
-"""The aggregate keeps each run's report row and panel (llmtt/reportcache.py): a report made from
+"""The aggregate keeps each run's report row and panel (llmtt/report/cache.py): a report made from
 what it kept equals one made afresh; a run whose result.json is written again gets a new panel
 and only it; a secret known only later is masked in what was kept before; a damaged cache is
 left aside and made again."""

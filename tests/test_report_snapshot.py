@@ -9,8 +9,8 @@ from typing import Any
 
 from conftest import Project
 
-from llmtt.project import load_project
-from llmtt.report import render, report_data
+from llmtt.report.render import render, report_data
+from llmtt.spec.project import load_project
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "report.md.snapshot"
 

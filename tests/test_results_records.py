@@ -10,7 +10,7 @@ from pathlib import Path
 from conftest import Project
 
 from llmtt.redaction import Redactor
-from llmtt.results import append_result, sync_results_db
+from llmtt.results.store import append_result, sync_results_db
 
 
 def _record(n: int) -> dict[str, object]:

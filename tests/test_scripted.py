@@ -19,9 +19,7 @@ from conftest import GIT_TOML, Project
 from pydantic import ValidationError
 
 from llmtt.errors import ConfigError
-from llmtt.plan import build_plan
-from llmtt.project import load_project
-from llmtt.scenario import load_scenario
+from llmtt.plan.runs import build_plan
 from llmtt.scripted import (
     FINAL_TEXT,
     TITLE_TEXT,
@@ -34,7 +32,9 @@ from llmtt.scripted import (
     shell_arguments,
 )
 from llmtt.scripted.session import played_marker
-from llmtt.selection import Selection
+from llmtt.spec.project import load_project
+from llmtt.spec.scenario import load_scenario
+from llmtt.spec.selection import Selection
 
 COMMANDS = ["git init", "git status"]
 BASH = {"name": "Bash", "input_schema": {"properties": {"command": {"type": "string"}}}}

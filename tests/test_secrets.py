@@ -223,7 +223,7 @@ def test_error_messages_on_the_console_mask_secrets(
 ) -> None:
     """An error that repeats what the user typed (a selection, a path) does not print a key
     set in the environment or one that looks like a key."""
-    from llmtt.cli import main
+    from llmtt.commands.main import main
 
     project.write("llmtt.toml", "")
     project.write("scenarios/s.yaml", "task: {prompt: Do it.}\nsolution: ['true']\n")

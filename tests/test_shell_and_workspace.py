@@ -10,8 +10,8 @@ import pytest
 
 from llmtt.errors import LlmttError
 from llmtt.events import EventWriter, read_events
-from llmtt.shell import MAX_CAPTURE, run_shell
-from llmtt.workspace import prepare, run_setup
+from llmtt.execution.workspace import prepare, run_setup
+from llmtt.process.shell import MAX_CAPTURE, run_shell
 
 ENV = {"PATH": os.environ["PATH"]}
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from llmtt.stats import mcnemar_exact, mean_se, paired, pass_at_k, pass_hat_k
+from llmtt.results.stats import mcnemar_exact, mean_se, paired, pass_at_k, pass_hat_k
 
 
 def test_mean_and_standard_error_match_scipy() -> None:

@@ -10,8 +10,8 @@ from xml.etree import ElementTree as ET
 import pytest
 from conftest import GIT_TOML, Project
 
-from llmtt.report import junit
-from llmtt.summary import comparisons, repeats
+from llmtt.report.render import junit
+from llmtt.results.summary import comparisons, repeats
 
 
 def row(

@@ -95,8 +95,8 @@ def test_records_without_an_invocation_fall_back_to_their_day(project: Project) 
     """Records written before invocations were recorded are grouped by their day."""
     import json
 
-    from llmtt.results import sync_results_db
-    from llmtt.trends import history as trend
+    from llmtt.results.store import sync_results_db
+    from llmtt.results.trends import history as trend
 
     project.write("llmtt.toml", GIT_TOML)
     project.write("scenarios/a.yaml", SCENARIO.format(name="a", path=".git/HEAD"))

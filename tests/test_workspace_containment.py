@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import GIT_TOML, Project
 
-from llmtt.workspace import WorkspaceError, prepare
+from llmtt.execution.workspace import WorkspaceError, prepare
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from llmtt.config import AgentSettings, ModelSpec
 from llmtt.events import EventWriter
-from llmtt.scenario import Scenario
+from llmtt.spec.config import AgentSettings, ModelSpec
+from llmtt.spec.scenario import Scenario
 
 
 @dataclass(frozen=True)

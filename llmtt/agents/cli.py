@@ -24,14 +24,14 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from llmtt import inputs
 from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
 from llmtt.agents.install import places
-from llmtt.agents.runner import run_in_pty
-from llmtt.config import ModelSpec
 from llmtt.events import MAX_TEXT, UNREAD, EventWriter
-from llmtt.models import Endpoint, ResolvedModel, endpoint_of, resolve_model, toml_key
-from llmtt.workspace import tool_path
+from llmtt.execution.workspace import tool_path
+from llmtt.process.pty import run_in_pty
+from llmtt.providers import Endpoint, ResolvedModel, endpoint_of, resolve_model, toml_key
+from llmtt.spec.config import ModelSpec
+from llmtt.util import signatures as inputs
 
 _ANSI = re.compile(
     r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[78=>]"

@@ -15,8 +15,8 @@ from typing import Any
 
 from llmtt.agents.base import RunContext, VersionProbe
 from llmtt.agents.cli import SCRIPTED, CliAgent, Pricing, StreamParser
-from llmtt.config import AgentSettings
 from llmtt.events import EventWriter
+from llmtt.spec.config import AgentSettings
 
 
 class _TranscriptOnly(StreamParser):

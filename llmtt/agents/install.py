@@ -25,8 +25,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmtt import inputs
 from llmtt.errors import LlmttError
+from llmtt.util import signatures as inputs
 
 PINS = Path(__file__).parent / "npm"
 CLI_AGENTS = ("claude-code", "opencode", "codex")

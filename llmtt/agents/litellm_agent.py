@@ -11,7 +11,8 @@ from typing import Any
 
 from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
 from llmtt.agents.cli import pricing_of, strip_ansi
-from llmtt.models import (
+from llmtt.process.shell import run_shell
+from llmtt.providers import (
     SCRIPTED,
     ProviderGaveUp,
     ProviderStop,
@@ -21,7 +22,6 @@ from llmtt.models import (
     missing_key,
     resolve_model,
 )
-from llmtt.shell import run_shell
 
 # Part of every litellm run's key: a change to what the model is told, or to how its commands
 # run, makes new runs rather than reusing old ones. 2: commands without a terminal.

@@ -20,7 +20,7 @@ class OracleAgent(Agent):
 
     def run(self, ctx: RunContext) -> AgentExit:
         """Run each solution command as one tool call; stop only when time runs out."""
-        from llmtt.agents.runner import run_in_pty
+        from llmtt.process.pty import run_in_pty
 
         started = time.monotonic()
         commands = ctx.scenario.solution

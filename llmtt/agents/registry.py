@@ -7,9 +7,9 @@ from functools import lru_cache
 from importlib.metadata import entry_points
 
 from llmtt.agents.base import Agent
-from llmtt.config import AgentSettings, Config
 from llmtt.errors import LlmttError
-from llmtt.project import Project
+from llmtt.spec.config import AgentSettings, Config
+from llmtt.spec.project import Project
 
 GROUP = "llmtt.agents"
 

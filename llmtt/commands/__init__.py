@@ -1,1 +1,1 @@
-"""The `llmtt` commands, one module per family; `llmtt.cli` parses and dispatches."""
+"""The `llmtt` commands, one module per family; `llmtt.commands.main` parses and dispatches."""

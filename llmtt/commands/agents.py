@@ -28,11 +28,11 @@ def _list_agents(root: Path) -> int:
     from llmtt.agents import install
     from llmtt.agents.cli import CliAgent
     from llmtt.agents.registry import agent_class
-    from llmtt.config import AgentSettings
+    from llmtt.spec.config import AgentSettings
 
     settings: dict[str, AgentSettings] = {}
     if (root / "llmtt.toml").is_file():
-        from llmtt.project import load_project
+        from llmtt.spec.project import load_project
 
         settings = load_project(root).config.agents
     print(f"{'agent':<12} {'pinned':<36} found")

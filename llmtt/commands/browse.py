@@ -8,8 +8,8 @@ from llmtt.errors import LlmttError
 
 
 def scenarios(root: Path, tags: list[str], tiers: list[str]) -> int:
-    from llmtt.project import load_project
-    from llmtt.selection import Selection, nearest
+    from llmtt.spec.project import load_project
+    from llmtt.spec.selection import Selection, nearest
 
     selection = Selection.from_variables({"tag": ",".join(tags), "tier": ",".join(tiers)})
     project = load_project(root)
@@ -43,15 +43,15 @@ def _shown_path(root: Path, path: Path) -> str:
 
 
 def show(root: Path, name: str) -> int:
-    from llmtt.config import load_config
+    from llmtt.spec.config import load_config
 
     config, _ = load_config(root)
     folder = root / config.paths.results / name.strip("/")
     if (folder / "result.json").is_file() or (folder / "run.json").is_file():
         return _show_run(folder, name.strip("/"))
-    from llmtt.plan import build_plan
-    from llmtt.project import load_project
-    from llmtt.selection import Selection, nearest
+    from llmtt.plan.runs import build_plan
+    from llmtt.spec.project import load_project
+    from llmtt.spec.selection import Selection, nearest
 
     project = load_project(root)
     names = [s.name for s in project.scenarios]
@@ -98,7 +98,7 @@ def show(root: Path, name: str) -> int:
 
 
 def _show_run(folder: Path, run_id: str) -> int:
-    from llmtt.atomic import read_json
+    from llmtt.util.atomic import read_json
 
     result = folder / "result.json"
     if not result.is_file():

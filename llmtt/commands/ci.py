@@ -9,7 +9,7 @@ from llmtt.errors import LlmttError
 
 
 def _report_path(root: Path) -> tuple[Path, Path]:
-    from llmtt.config import load_config
+    from llmtt.spec.config import load_config
 
     config, _ = load_config(root)
     report = root / config.paths.results / "report.json"
@@ -19,7 +19,7 @@ def _report_path(root: Path) -> tuple[Path, Path]:
 
 
 def bless(root: Path) -> int:
-    from llmtt.baseline import bless as write_baseline
+    from llmtt.results.baseline import bless as write_baseline
 
     report, baseline = _report_path(root)
     data = write_baseline(report, baseline)
@@ -30,8 +30,8 @@ def bless(root: Path) -> int:
 def check(root: Path, subset: bool) -> int:
     import os
 
-    from llmtt.atomic import read_json
-    from llmtt.baseline import check_summary
+    from llmtt.results.baseline import check_summary
+    from llmtt.util.atomic import read_json
 
     report_path, baseline = _report_path(root)
     report = read_json(report_path)
@@ -53,7 +53,7 @@ def _coverage(
     report: dict[str, object], baseline: dict[str, object], name: str, subset: bool
 ) -> tuple[bool, str]:
     """Whether the results cover every baseline group, and the Markdown that says so."""
-    from llmtt.baseline import missing_groups
+    from llmtt.results.baseline import missing_groups
 
     runs = report.get("runs")
     missing = missing_groups(runs if isinstance(runs, list) else [], baseline)
@@ -79,11 +79,11 @@ def _coverage(
 
 
 def estimate(args: argparse.Namespace) -> int:
-    from llmtt.atomic import read_json, read_jsonl
-    from llmtt.budget import expected_cost
-    from llmtt.plan import build_plan
-    from llmtt.project import load_project
-    from llmtt.selection import Selection
+    from llmtt.execution.budget import expected_cost
+    from llmtt.plan.runs import build_plan
+    from llmtt.spec.project import load_project
+    from llmtt.spec.selection import Selection
+    from llmtt.util.atomic import read_json, read_jsonl
 
     project = load_project(args.project)
     selection = Selection(

@@ -20,7 +20,7 @@ def clean(root: Path, older_than: float | None, yes: bool) -> int:
     import shutil
     import time
 
-    from llmtt.project import load_project
+    from llmtt.spec.project import load_project
 
     # Loading the whole project (not just llmtt.toml): a scenario whose file is broken is still
     # a scenario, and its results are not pruned as those of a deleted one.

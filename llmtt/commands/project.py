@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 def init(args: argparse.Namespace) -> int:
-    from llmtt.scaffold import init_project
+    from llmtt.commands.init import init_project
 
     made = init_project(args.folder, args.target, force=args.force)
     for path in made.written:
@@ -46,9 +46,9 @@ def import_dataset(args: argparse.Namespace) -> int:
 
 
 def validate(root: Path) -> int:
-    from llmtt.plan import build_plan
-    from llmtt.project import load_project
-    from llmtt.selection import Selection
+    from llmtt.plan.runs import build_plan
+    from llmtt.spec.project import load_project
+    from llmtt.spec.selection import Selection
 
     project = load_project(root)
     plan = build_plan(project, Selection())
@@ -62,10 +62,10 @@ def validate(root: Path) -> int:
 
 
 def schema(out: Path) -> int:
-    from llmtt.atomic import write_text
-    from llmtt.config import Config
-    from llmtt.rubric import Rubric
-    from llmtt.scenario import Scenario
+    from llmtt.spec.config import Config
+    from llmtt.spec.rubric import Rubric
+    from llmtt.spec.scenario import Scenario
+    from llmtt.util.atomic import write_text
 
     for name, model in (("llmtt.toml", Config), ("scenario", Scenario), ("rubric", Rubric)):
         path = out / f"{name}.schema.json"

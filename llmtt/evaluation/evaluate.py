@@ -6,10 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llmtt.atomic import read_json, write_json
-from llmtt.config import default_judge_model
 from llmtt.errors import LlmttError
-from llmtt.evaluation.checks import Call
 from llmtt.evaluation.evaluators.runner import (
     Memo,
     Purse,
@@ -26,16 +23,19 @@ from llmtt.evaluation.scripts import (
     script_env,
     script_warnings,
 )
-from llmtt.evaluation.target_commands import TargetCommand, matcher_for
+from llmtt.evaluation.shell.target_commands import TargetCommand, matcher_for
 from llmtt.evaluation.transcript import DEFAULT_MARKER, transcript_events
 from llmtt.events import UNREAD, Event, Output, ToolCall, read_events
-from llmtt.hashing import hash_file, hash_value
-from llmtt.models import ResolvedModel, spending_refusal
-from llmtt.plan import Run
-from llmtt.project import Project
+from llmtt.execution.workspace import Workspace
+from llmtt.plan.runs import Run
+from llmtt.providers import ResolvedModel, spending_refusal
 from llmtt.redaction import Redactor
-from llmtt.results import append_evaluation, append_result, result_record
-from llmtt.workspace import Workspace
+from llmtt.results.store import append_evaluation, append_result, result_record
+from llmtt.spec.checks import Call
+from llmtt.spec.config import default_judge_model
+from llmtt.spec.project import Project
+from llmtt.util.atomic import read_json, write_json
+from llmtt.util.hashing import hash_file, hash_value
 
 METRICS_FORMAT = 1
 
@@ -222,9 +222,9 @@ def judge_run(
     budget is spent). A judge that may not run (no LLMTT_ENABLED=1 for a paid model, no key,
     no budget) leaves the run's outcome `error` with the reason, the reports still written.
     """
-    from llmtt.atomic import read_jsonl
     from llmtt.evaluation.judge import build_prompt, judge
-    from llmtt.models import resolve_model
+    from llmtt.providers import resolve_model
+    from llmtt.util.atomic import read_jsonl
 
     assert run.judge is not None
     info = read_json(run.dir / "run.json")

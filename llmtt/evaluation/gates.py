@@ -10,7 +10,6 @@ from typing import Any
 
 import regex
 
-from llmtt.evaluation.checks import Call, parse_check, run_check
 from llmtt.evaluation.evaluators.runner import criterion_score
 from llmtt.evaluation.interaction import TargetCommand
 from llmtt.evaluation.scripts import (
@@ -21,7 +20,10 @@ from llmtt.evaluation.scripts import (
     script_verdict,
     tail,
 )
-from llmtt.scenario import (
+from llmtt.execution.workspace import within
+from llmtt.process.shell import ShellResult
+from llmtt.spec.checks import Call, parse_check, run_check
+from llmtt.spec.scenario import (
     ASSERTION_RE,
     CheckGate,
     CommandJsonPath,
@@ -37,8 +39,6 @@ from llmtt.scenario import (
     NoTranscriptErrors,
     Script,
 )
-from llmtt.shell import ShellResult
-from llmtt.workspace import within
 
 _COMMAND_GATES = (
     CommandSucceeds,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from llmtt.evaluation.target_commands import TargetCommand, TargetMatcher, target_commands
+from llmtt.evaluation.shell.target_commands import TargetCommand, TargetMatcher, target_commands
 from llmtt.evaluation.usage import usage_metrics
 from llmtt.events import Complete, Event, ToolCall, ToolResult, Usage
 

@@ -13,9 +13,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmtt.errors import LlmttError
-from llmtt.models import ProviderStop, ResolvedModel, answer_text, complete, missing_key
+from llmtt.providers import ProviderStop, ResolvedModel, answer_text, complete, missing_key
 from llmtt.redaction import Redactor
-from llmtt.rubric import Rubric
+from llmtt.spec.rubric import Rubric
 
 JUDGE_FORMAT = 1
 # The longest answer asked for; the budget holds two (the answer and one repair).

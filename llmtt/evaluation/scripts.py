@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from llmtt.scenario import LoadedScenario, PostScript, ScriptSource
-from llmtt.shell import ShellResult, run_shell
-from llmtt.workspace import Workspace, home_env, make_home
+from llmtt.execution.workspace import Workspace, home_env, make_home
+from llmtt.process.shell import ShellResult, run_shell
+from llmtt.spec.scenario import LoadedScenario, PostScript, ScriptSource
 
 if TYPE_CHECKING:
-    from llmtt.plan import Run
+    from llmtt.plan.runs import Run
 
 POST_DIR = "post-scripts"  # in the run folder: the copy post scripts work on, kept for reading
 OUTPUT_LIMIT = 2000  # characters of a failed script's output kept in metrics.json

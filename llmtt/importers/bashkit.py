@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from llmtt.errors import LlmttError
-from llmtt.evaluation.checks import parse_check
+from llmtt.spec.checks import parse_check
 
 GUIDANCE = "AGENTS.md"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -223,7 +223,7 @@ def _write(target: Path, scenario: dict[str, Any], fixture: Path, files: dict[st
 
 def dump_scenario(target: Path, scenario: dict[str, Any], header: str) -> None:
     """Write `scenario` as YAML a person would write, under a `# header` line."""
-    from llmtt.atomic import write_text
+    from llmtt.util.atomic import write_text
 
     target.parent.mkdir(parents=True, exist_ok=True)
     text = f"# {header}\n" + yaml.dump(

@@ -28,10 +28,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
-from llmtt.atomic import open_private
 from llmtt.scripted import chat, messages, responses
 from llmtt.scripted.session import Hang, HttpError, Reply, ScriptedSession
 from llmtt.scripted.wire import Event, Request, Wire
+from llmtt.util.atomic import open_private
 
 WIRES = (
     ("/messages", messages.WIRE),

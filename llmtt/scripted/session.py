@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from llmtt.config import Strict
+from llmtt.spec.config import Strict
 
 FINAL_TEXT = "Done: every step of the task has been carried out."
 TITLE_TEXT = "Scripted session"

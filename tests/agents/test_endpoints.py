@@ -17,12 +17,12 @@ import pytest
 from conftest import CLI_AGENTS, GIT_TOML, Project, cli_project
 
 from llmtt.agents.registry import make_agent
-from llmtt.config import ModelSpec
-from llmtt.models import missing_key, resolve_model
-from llmtt.plan import build_plan
-from llmtt.project import load_project
+from llmtt.plan.runs import build_plan
+from llmtt.providers import missing_key, resolve_model
 from llmtt.scripted import ScriptedServer
-from llmtt.selection import Selection
+from llmtt.spec.config import ModelSpec
+from llmtt.spec.project import load_project
+from llmtt.spec.selection import Selection
 
 SCENARIO = """\
 task: {prompt: Make a git repository here.}

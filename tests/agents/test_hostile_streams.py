@@ -22,9 +22,9 @@ from test_stream_parsers import DATA, KINDS, make_parser
 from llmtt.agents.cli import MAX_TOKENS, SCRIPTED_PRICING, LineBuffer, StreamParser, pricing_of
 from llmtt.agents.codex import CodexStream
 from llmtt.agents.opencode import OpencodeStream
-from llmtt.config import ModelSpec
 from llmtt.events import _ADAPTER, EventWriter
 from llmtt.redaction import Redactor
+from llmtt.spec.config import ModelSpec
 
 RECORDINGS = ("", "-contract", "-compaction", "-endless")
 FIGURES = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")

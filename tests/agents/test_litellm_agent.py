@@ -18,10 +18,10 @@ from conftest import GIT_TOML, FakeProvider, Project, chat_answer
 
 from llmtt.agents.base import AgentExit, RunContext
 from llmtt.agents.litellm_agent import LitellmAgent, truncate
-from llmtt.config import AgentSettings, ModelSpec
 from llmtt.events import EventWriter
-from llmtt.scenario import Scenario
 from llmtt.scripted import ScriptedServer
+from llmtt.spec.config import AgentSettings, ModelSpec
+from llmtt.spec.scenario import Scenario
 
 ENABLED = {"LLMTT_ENABLED": "1", "REMOTE_KEY": "test-key"}
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from llmtt.agents import spawn
-from llmtt.agents.runner import ProcessResult, run_in_pty
 from llmtt.events import MAX_TEXT
+from llmtt.process import spawn
+from llmtt.process.pty import ProcessResult, run_in_pty
 
 ENV = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
 
@@ -226,7 +226,7 @@ def test_without_children_lists_a_scan_of_proc_finds_them(
 ) -> None:
     """Where the kernel keeps no /proc/PID/task/TID/children (no CONFIG_PROC_CHILDREN), the
     run's processes are found by a scan of every process, and still ended."""
-    import llmtt.agents.runner as runner
+    import llmtt.process.pty as runner
 
     monkeypatch.setattr(runner, "_children", lambda pid: None)
     with cleanup(tmp_path / "left.pid"):

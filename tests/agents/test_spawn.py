@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from llmtt.agents import spawn
+from llmtt.process import spawn
 
 ENV = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
 
@@ -29,7 +29,7 @@ def test_where_a_terminal_cannot_be_opened_by_its_name_the_runner_forks_instead(
 ) -> None:
     """A sandbox that gives openpty() but hides /dev/pts: every run would fail in the spawned
     child's open; the runner takes ptyprocess's fork, which needs no name, and the run works."""
-    from llmtt.agents.runner import run_in_pty
+    from llmtt.process.pty import run_in_pty
 
     assert spawn.available()
     monkeypatch.setattr(os, "ttyname", lambda fd: str(tmp_path / "no-such-pts"))

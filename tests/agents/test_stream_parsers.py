@@ -38,12 +38,12 @@ from llmtt.agents.cli import (
 )
 from llmtt.agents.codex import CodexStream
 from llmtt.agents.opencode import OpencodeStream
-from llmtt.agents.runner import READ_SIZE
-from llmtt.config import ModelSpec
 from llmtt.evaluation.usage import run_usage
 from llmtt.events import MAX_TEXT, EventWriter, Message, Usage, read_events
+from llmtt.process.pty import READ_SIZE
 from llmtt.redaction import MASK, Redactor
-from llmtt.scenario import Scenario
+from llmtt.spec.config import ModelSpec
+from llmtt.spec.scenario import Scenario
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 KINDS = ("claude-code", "opencode", "codex")

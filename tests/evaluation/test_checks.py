@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import GIT_TOML, Project
 
-from llmtt.evaluation.checks import Call, Check, parse_check, run_check
+from llmtt.spec.checks import Call, Check, parse_check, run_check
 
 
 def _search(pattern: str, text: str) -> bool | str:

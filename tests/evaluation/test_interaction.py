@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from llmtt.evaluation.interaction import find_target_commands, interaction_metrics
-from llmtt.evaluation.target_commands import TargetMatcher
+from llmtt.evaluation.shell.target_commands import TargetMatcher
 from llmtt.evaluation.transcript import render, transcript_events
 from llmtt.events import Complete, Event, ToolCall, ToolResult, Usage
 

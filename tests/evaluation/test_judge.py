@@ -9,7 +9,7 @@ import pytest
 from conftest import GIT_TOML, FakeProvider, Project, chat_answer
 
 from llmtt.evaluation.judge import parse_answer
-from llmtt.rubric import Rubric
+from llmtt.spec.rubric import Rubric
 
 ENABLED = {"LLMTT_ENABLED": "1", "JUDGE_KEY": "k"}
 RUBRIC = """\

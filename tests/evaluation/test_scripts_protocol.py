@@ -14,13 +14,13 @@ import yaml
 from conftest import GIT_TOML, Project
 from pydantic import TypeAdapter
 
-from llmtt import plancache
-from llmtt.config import TargetSpec
 from llmtt.evaluation.gates import GateContext, run_gates
-from llmtt.plan import build_plan
-from llmtt.project import load_project
-from llmtt.scenario import Gate, Scenario
-from llmtt.selection import Selection
+from llmtt.plan import cache as plancache
+from llmtt.plan.runs import build_plan
+from llmtt.spec.config import TargetSpec
+from llmtt.spec.project import load_project
+from llmtt.spec.scenario import Gate, Scenario
+from llmtt.spec.selection import Selection
 
 TOML = GIT_TOML + 'env.TOOL_HOME_HINT = "from-the-target"\n'
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from llmtt.errors import ConfigError
-from llmtt.evaluation.shell_lexer import ShellSyntaxError
-from llmtt.evaluation.shell_parser import parse
-from llmtt.evaluation.target_commands import TargetMatcher, matcher_for, target_commands
-from llmtt.project import load_project
+from llmtt.evaluation.shell.lexer import ShellSyntaxError
+from llmtt.evaluation.shell.parser import parse
+from llmtt.evaluation.shell.target_commands import TargetMatcher, matcher_for, target_commands
+from llmtt.spec.project import load_project
 
 GIT = TargetMatcher("git")
 # tests/conftest.py's pattern: the user's override, applied to each segment in command position

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from llmtt.budget import events_cost
 from llmtt.evaluation.usage import run_usage, usage_metrics
 from llmtt.events import Usage
+from llmtt.execution.budget import events_cost
 
 
 def u(inp: int, out: int, cost: float | None = 0.01, **extra: Any) -> Usage:

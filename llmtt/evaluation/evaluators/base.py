@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmtt.models import ResolvedModel
+from llmtt.providers import ResolvedModel
 
 Scale = Literal["binary", "likert5", "numeric", "pass/fail", "string"]
 Score = float | int | bool | str | None

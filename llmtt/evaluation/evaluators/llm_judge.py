@@ -27,7 +27,7 @@ from llmtt.evaluation.evaluators.base import (
     Score,
 )
 from llmtt.evaluation.evaluators.lexical import field_value
-from llmtt.models import ProviderStop, answer_text, complete
+from llmtt.providers import ProviderStop, answer_text, complete
 
 SYSTEM = "You are an expert evaluator. Respond in JSON format using the provided schema."
 TEMPLATE = """\

@@ -23,7 +23,7 @@ from llmtt.evaluation.evaluators.base import (
     pass_fail,
 )
 from llmtt.evaluation.evaluators.lexical import TextField, field_text, no_text
-from llmtt.models import import_litellm
+from llmtt.providers import import_litellm
 
 
 class NlpAccuracyConfig(ModelEvaluatorConfig):

@@ -11,8 +11,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from llmtt.atomic import write_json
-from llmtt.config import ModelSpec
 from llmtt.errors import LlmttError
 from llmtt.evaluation.evaluators.base import (
     Criterion,
@@ -25,11 +23,13 @@ from llmtt.evaluation.evaluators.base import (
 )
 from llmtt.evaluation.evaluators.registry import evaluator_class
 from llmtt.evaluation.interaction import paired_calls
-from llmtt.evaluation.target_commands import TargetCommand
+from llmtt.evaluation.shell.target_commands import TargetCommand
 from llmtt.events import Event, Message
-from llmtt.hashing import hash_value
-from llmtt.models import resolve_model, spending_refusal
-from llmtt.scenario import EvaluatorSpec
+from llmtt.providers import resolve_model, spending_refusal
+from llmtt.spec.config import ModelSpec
+from llmtt.spec.scenario import EvaluatorSpec
+from llmtt.util.atomic import write_json
+from llmtt.util.hashing import hash_value
 
 EVALUATIONS_FORMAT = 1
 

@@ -1,0 +1,223 @@
+"""The agent layer of one run: workspace, setup, agent, and the artifacts that record them.
+
+`run.json` is written last and atomically: its presence with `status` other than `error` is
+what marks a run as carried out. Events and transcript are written under `.part` names while
+the agent works and renamed when it is done, so a killed run never looks finished.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llmtt import __version__
+from llmtt.agents.base import Agent, AgentExit, RunContext
+from llmtt.agents.registry import make_agent
+from llmtt.events import EventWriter
+from llmtt.execution.workspace import Workspace, WorkspaceError, prepare, run_setup
+from llmtt.plan.runs import Run
+from llmtt.process.shell import ShellResult, run_shell
+from llmtt.redaction import Redactor
+from llmtt.scripted import ScriptedServer
+from llmtt.spec.config import ModelSpec
+from llmtt.spec.project import Project
+from llmtt.util.atomic import open_private, write_json
+
+RUN_FORMAT = 1
+SCRIPTED = "scripted"
+AGENT_ARTIFACTS = ("run.json", "events.jsonl", "transcript.raw.txt")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def execute_run(
+    project: Project,
+    run: Run,
+    *,
+    session_budget: Callable[[float], str | None] | None = None,
+    refusal: str | None = None,
+) -> dict[str, Any]:
+    """Carry out one run and write its artifacts; return what went into `run.json`.
+
+    `session_budget` stops the agent when the session's money is spent (see RunContext);
+    a `refusal` (the budget was spent before it started) records the run as not carried out.
+    """
+    run.dir.mkdir(parents=True, exist_ok=True)
+    for name in AGENT_ARTIFACTS:
+        (run.dir / name).unlink(missing_ok=True)
+    started_at, started = _now(), time.monotonic()
+    record: dict[str, Any] = {
+        "format": RUN_FORMAT,
+        **run.identity(),
+        "key": run.agent_key,
+        "versions": {
+            "llmtt": __version__,
+            "agent": run.agent_version,
+            "target": run.target_version,
+        },
+        "started_at": started_at,
+    }
+    agent = make_agent(project, run.agent)
+    outcome = _error(refusal) if refusal else _run_agent(project, run, agent, session_budget)
+    record.update(
+        {
+            "finished_at": _now(),
+            "duration_secs": round(time.monotonic() - started, 3),
+            "agent_duration_secs": round(outcome.duration_secs, 3),
+            "status": "error"
+            if outcome.error
+            else ("timeout" if outcome.timed_out else "completed"),
+            "exit_code": outcome.exit_code,
+            "timed_out": outcome.timed_out,
+            "natural_stop": outcome.natural_stop,
+            "stop_reason": outcome.reason or _stop_reason(run.dir / "events.jsonl"),
+            "error": outcome.error,
+            "free": agent.free or run.model == SCRIPTED,
+            "structured_events": agent.structured_events,
+        }
+    )
+    record = Redactor.of(project).value(record)  # an error may quote setup output
+    write_json(run.dir / "run.json", record)
+    return record
+
+
+def _run_agent(
+    project: Project, run: Run, agent: Agent, budget: Callable[[float], str | None] | None
+) -> AgentExit:
+    if run.target_version.startswith("error:"):
+        return _error(f"target version probe {run.target_version.removeprefix('error: ')}")
+    missing = agent.unavailable(run.model)
+    if missing:
+        return _error(missing)
+    if not agent.free and run.model != SCRIPTED and os.environ.get("LLMTT_ENABLED") != "1":
+        return _error(
+            f"{run.agent} with model {run.model!r} can spend money; set LLMTT_ENABLED=1 to allow "
+            f"paid runs (model=scripted rehearses for free)"
+        )
+    variant_files = {}
+    if run.variant:
+        for dest, src in project.config.variants[run.variant].files.items():
+            variant_files[dest] = project.root / src
+    try:
+        ws = prepare(run.dir, run.scenario.fixture_dir, variant_files)
+    except WorkspaceError as exc:
+        return _error(str(exc))
+    env = ws.env(run.target.env)
+    setup = run.scenario.spec.setup
+    timeout = setup.timeout_secs or project.config.run.setup_timeout_secs
+    failed = run_setup(setup.commands, cwd=ws.workspace, env=env, timeout_secs=timeout)
+    if failed is not None:
+        return _failed("setup command", failed)
+    if run.target.health_check:
+        # After the setup: the tool must work in the workspace the agent is given.
+        health = run_shell(run.target.health_check, cwd=ws.workspace, env=env, timeout_secs=timeout)
+        if not health.ok:
+            return _failed("target health check", health)
+    env.update(agent.settings.env)
+    guidance = _guidance(list(variant_files), ws.workspace)
+    launch = _Launch(ws, env, guidance, project.config.models, Redactor.of(project), budget)
+    if run.model == SCRIPTED and agent.needs_model:
+        # The scripted model lives exactly as long as the run that needs it.
+        log = run.dir / "scripted.log"
+        log.unlink(missing_ok=True)
+        spec = run.scenario.spec
+        with ScriptedServer(spec.scripted or spec.solution, log=log) as server:
+            return _launch(run, agent, launch, server.url)
+    return _launch(run, agent, launch, None)
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """What a prepared run hands to its agent besides the run itself."""
+
+    ws: Workspace
+    env: dict[str, str]
+    guidance: dict[str, str]
+    models: dict[str, ModelSpec]
+    redact: Redactor  # for the event log; the transcript, kept raw, is private to its owner
+    session_budget: Callable[[float], str | None] | None
+
+
+def _launch(run: Run, agent: Agent, launch: _Launch, url: str | None) -> AgentExit:
+    events_part = run.dir / "events.jsonl.part"
+    transcript_part = run.dir / "transcript.raw.txt.part"
+    with open(events_part, "w", encoding="utf-8") as events, open_private(transcript_part) as raw:
+        ctx = RunContext(
+            run_id=run.run_id,
+            scenario=run.scenario.spec,
+            prompt=run.scenario.spec.task.prompt,
+            workspace=launch.ws.workspace,
+            home=launch.ws.home,
+            env=launch.env,
+            model=run.model,
+            timeout_secs=run.timeout_secs,
+            max_turns=run.max_turns,
+            transcript=raw,
+            events=EventWriter(events, launch.redact),
+            model_url=url,
+            guidance=launch.guidance,
+            max_usd=run.scenario.spec.cost.max_usd,
+            models=launch.models,
+            session_budget=launch.session_budget,
+        )
+        result = agent.run(ctx)
+    os.replace(events_part, run.dir / "events.jsonl")
+    os.replace(transcript_part, run.dir / "transcript.raw.txt")
+    return result
+
+
+GUIDANCE_FILES = ("AGENTS.md", "CLAUDE.md", "README.md")
+GUIDANCE_LIMIT = 1_000_000  # characters of one guidance file given to an agent
+
+
+def _guidance(variant_files: list[str], workspace: Path) -> dict[str, str]:
+    """The guidance an agent is given: the variant's files, else the workspace's own."""
+    names = variant_files or [n for n in GUIDANCE_FILES if (workspace / n).is_file()]
+    out = {}
+    for name in names:
+        path = workspace / name
+        if path.is_file():
+            # Read no more than is given: a fixture's README may be any size.
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read(GUIDANCE_LIMIT + 1)
+            if len(text) > GUIDANCE_LIMIT:
+                text = text[:GUIDANCE_LIMIT] + f"\n[... {name} cut at {GUIDANCE_LIMIT:,} chars]\n"
+            out[name] = text
+    return out
+
+
+def _stop_reason(events: Path) -> str | None:
+    """The reason in the event log's `complete` event: what an agent that says why it stopped
+    only there (in its events) gave."""
+    try:
+        with open(events, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 65536))
+            last = handle.read().decode("utf-8", errors="replace").rstrip().rsplit("\n", 1)[-1]
+        record = json.loads(last)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    reason = record.get("reason") if record.get("event") == "complete" else None
+    return reason if isinstance(reason, str) else None
+
+
+def _failed(what: str, result: ShellResult) -> AgentExit:
+    """A command that had to succeed before the agent could start failed: its output's end."""
+    output = (result.stdout + result.stderr).strip()
+    return _error(
+        f"{what} `{result.command}` failed ({result.describe()})"
+        + (f": {output[-2000:]}" if output else "")
+    )
+
+
+def _error(message: str) -> AgentExit:
+    return AgentExit(exit_code=None, timed_out=False, duration_secs=0.0, error=message)

@@ -1,0 +1,491 @@
+"""The plan: config x scenarios expanded into runs, each with one content-hash key per layer."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llmtt import __version__
+from llmtt.agents.registry import known_agents, make_agent, unknown_agent
+from llmtt.errors import ConfigError, LlmttError
+from llmtt.plan.keys import JUDGE_VERSION
+from llmtt.plan.versions import Versions
+from llmtt.spec.config import EVALUATION_SETTINGS, AgentSettings, TargetSpec, default_judge_model
+from llmtt.spec.loading import Loc, dotted, line_of
+from llmtt.spec.project import Project, folder_clash, folder_part, unknown_variant
+from llmtt.spec.scenario import Gate, LoadedScenario, ScenarioMatrix
+from llmtt.spec.selection import Selection, listing, nearest
+from llmtt.util import signatures as inputs
+from llmtt.util.hashing import Key, hash_file, hash_tree, hash_value
+
+
+@dataclass(frozen=True)
+class JudgePlan:
+    """Layer 3 of a run: which model grades it against which rubric, and the layer's key."""
+
+    model: str
+    rubric: Path
+    threshold: float
+    key: Key
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """One scenario x agent x model x variant x repeat: the unit of caching."""
+
+    run_id: str
+    scenario: LoadedScenario
+    target: TargetSpec
+    target_version: str
+    agent: str
+    agent_version: str
+    model: str | None
+    variant: str | None
+    repeat: int
+    dir: Path
+    timeout_secs: float
+    max_turns: int
+    agent_key: Key
+    eval_key: Key
+    report_key: Key
+    tags: tuple[str, ...] = field(default=())
+    judge: JudgePlan | None = None
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that name a run in every record written about it."""
+        return {
+            "run_id": self.run_id,
+            "scenario": self.scenario.name,
+            "agent": self.agent,
+            "model": self.model,
+            "variant": self.variant,
+            "repeat": self.repeat,
+        }
+
+    @property
+    def label(self) -> str:
+        """Readable one-liner for `doit list`."""
+        who = self.agent + (f" / {self.model}" if self.model else "")
+        if self.variant:
+            who += f" / {self.variant}"
+        return f"{self.scenario.name}: {who}, repeat {self.repeat}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """All runs of one invocation, with what selected them."""
+
+    project: Project
+    runs: list[Run]
+    selection: Selection
+    aggregate_key: Key
+
+
+def build_plan(project: Project, selection: Selection, *, part: bool = False) -> Plan:
+    """Expand the project's matrix (with the selection's overrides and filters) into runs.
+
+    `part`: the project holds part of the scenarios (`load_project(only=...)`), so that the
+    selection names what is not there is no mistake; the whole plan was checked when built.
+    """
+    versions = Versions(project.results_dir / ".llmtt-cache" / "versions.json", project.root)
+    agents: dict[str, tuple[str, str, str]] = {}  # name -> (version, key part, model field)
+    variants: dict[str | None, str] = {}
+    fixtures: dict[Path, str] = {}  # each fixture hashed once per plan, not once per run
+    runs: list[Run] = []
+    template = _template_key(project, "evaluation.md.j2")
+    if not part:
+        _check_selection(project, selection)
+    for scenario in project.scenarios:
+        if not _selected(scenario, selection):
+            continue
+        target = project.target_for(scenario)
+        version = versions.target(target)
+        fixture = scenario.fixture_dir
+        if fixture is not None and fixture not in fixtures:
+            fixtures[fixture] = hash_tree(fixture)
+        fixture_key = fixtures[fixture] if fixture is not None else "none"
+        keys = _scenario_keys(project, scenario, target, version, fixture_key)
+        for axes in _axes(project, scenario, selection):
+            agent, _, variant, _ = axes
+            if agent not in agents:
+                agents[agent] = _agent_parts(project, agent, versions)
+            if variant not in variants:
+                variants[variant] = _variant_key(project, variant)
+            runs.append(
+                _make_run(
+                    project,
+                    scenario,
+                    keys,
+                    target,
+                    version,
+                    axes,
+                    agents[agent],
+                    variants[variant],
+                    template,
+                )
+            )
+    versions.save()
+    if not part:
+        _check_selected(project, selection, runs)
+    aggregate_key = {
+        "runs": hash_value([r.run_id for r in runs]),
+        "template": _template_key(project, "report.md.j2"),
+        "html": _template_key(project, "report.html.j2"),
+        "html_run": _template_key(project, "report-run.html.j2"),
+        "llmtt": __version__,
+    }
+    # The reports read each outcome against its scenario's `expect`: editing it re-writes them
+    # (and re-runs nothing else). Absent while no scenario expects a failure: keys stay as were.
+    expected = sorted(r.run_id for r in runs if r.scenario.spec.expect == "fail")
+    if expected:
+        aggregate_key["expect_fail"] = hash_value(expected)
+    # The reports compare against the committed baseline: `llmtt bless` re-writes them (and
+    # nothing else). Absent while there is no baseline: keys stay as they were.
+    baseline = project.root / project.config.paths.baseline
+    inputs.note_file(baseline)
+    if baseline.is_file():
+        aggregate_key["baseline"] = hash_file(baseline)
+    return Plan(project, runs, selection, aggregate_key)
+
+
+def _check_selection(project: Project, selection: Selection) -> None:
+    """Each value of a doit variable selects something: a typo is an error naming the nearest
+    name, never an empty plan that passes in CI (the files' own names are checked on load)."""
+    scenarios = [s.name for s in project.scenarios]
+    tags = {t for s in project.scenarios for t in s.spec.tags}
+    tiers = {s.spec.tier for s in project.scenarios}
+    for name in selection.scenarios:
+        if name not in scenarios:
+            raise LlmttError(
+                f"scenario={name}: no such scenario{nearest(name, scenarios)} "
+                f"(scenarios: {listing(scenarios)})"
+            )
+    for tag in selection.tags:
+        if tag not in tags:
+            raise LlmttError(
+                f"tag={tag}: no scenario has this tag{nearest(tag, tags)} (tags: {listing(tags)})"
+            )
+    for tier in selection.tiers:
+        if tier not in tiers:
+            raise LlmttError(f"tier={tier}: no scenario is of this tier (tiers: {listing(tiers)})")
+    known = known_agents(project.config)
+    for name in selection.agents:
+        if name not in known:
+            raise LlmttError(f"agent={name}: {unknown_agent(name)}")
+    for name in selection.variants:
+        message = unknown_variant(project.config, name)
+        if message is not None:
+            raise LlmttError(f"variant={name}: {message}")
+    for var, values in (
+        ("agent", selection.agents),
+        ("model", selection.models),
+        ("variant", selection.variants),
+    ):
+        clash = folder_clash(values)
+        if clash is not None:
+            raise LlmttError(f"{var}={','.join(values)}: {clash[1]}")
+
+
+def _check_selected(project: Project, selection: Selection, runs: list[Run]) -> None:
+    """The variables together select at least one run, and no two runs share a folder."""
+    chosen = selection.describe()
+    if chosen and not runs:
+        raise LlmttError(f"{chosen}: selects no run (no scenario matches all of these)")
+    if selection.models and not any(run.model for run in runs):
+        agents = sorted({run.agent for run in runs})
+        raise LlmttError(
+            f"model={','.join(selection.models)}: none of the selected agents "
+            f"({', '.join(agents)}) takes a model; add agent=NAME"
+        )
+    folders: dict[str, Run] = {}
+    for run in runs:
+        first = folders.setdefault(run.run_id, run)
+        if first is not run:
+            raise ConfigError.one(
+                project.root / "llmtt.toml",
+                f"two runs would share the folder {run.run_id}: {first.label} and {run.label}; "
+                "rename a model or variant",
+            )
+
+
+def _selected(scenario: LoadedScenario, selection: Selection) -> bool:
+    spec = scenario.spec
+    if selection.scenarios and scenario.name not in selection.scenarios:
+        return False
+    if selection.tags and not set(selection.tags) & set(spec.tags):
+        return False
+    return not (selection.tiers and spec.tier not in selection.tiers)
+
+
+def _axes(
+    project: Project, scenario: LoadedScenario, selection: Selection
+) -> list[tuple[str, str | None, str | None, int]]:
+    matrix = project.config.matrix
+    own = scenario.spec.matrix or ScenarioMatrix()
+    agents = list(selection.agents) or own.agents or matrix.agents
+    models = list(selection.models) or own.models or matrix.models
+    variants = list(selection.variants) or own.variants or matrix.variants
+    repeats = selection.repeats or own.repeats or matrix.repeats
+    out: list[tuple[str, str | None, str | None, int]] = []
+    for agent in agents:
+        needs_model = make_agent(project, agent).needs_model
+        agent_models: Sequence[str | None] = models if needs_model else [None]
+        if needs_model and not agent_models:
+            raise ConfigError.one(
+                project.root / "llmtt.toml",
+                f"agent {agent!r} needs a model: set [matrix] models, or run with model=NAME",
+                field="matrix.models",
+            )
+        for model in agent_models:
+            for variant in variants or ["none"]:
+                resolved = None if variant == "none" else variant
+                for repeat in range(1, repeats + 1):
+                    out.append((agent, model, resolved, repeat))
+    return out
+
+
+@dataclass(frozen=True)
+class _ScenarioKeys:
+    """Key parts shared by every run of one scenario, hashed once per plan."""
+
+    agent: Key
+    solution: str
+    evaluate: Key
+    timeout_secs: float
+    max_turns: int
+    judge: JudgePlan | None
+
+
+def _judge_plan(project: Project, scenario: LoadedScenario) -> JudgePlan | None:
+    settings = scenario.spec.evaluation.judge
+    if not settings.enabled:
+        return None
+    inputs.note_env("LLMTT_JUDGE")
+    model = settings.model or project.config.judge.model or os.environ.get("LLMTT_JUDGE")
+    if not model:
+        raise ConfigError.one(
+            scenario.path,
+            "the judge is enabled but no judge model is set: set evaluation.judge.model, "
+            "[judge] model in llmtt.toml, or the LLMTT_JUDGE variable",
+            field="evaluation.judge.model",
+            line=scenario.lines.get(("evaluation", "judge", "__key__")),
+        )
+    if model == "scripted":
+        _scripted_judge(project, scenario)
+    rubric = project.rubric_path(scenario)
+    assert rubric is not None  # a judge without a rubric fails validation
+    key = {
+        "rubric": hash_file(rubric),
+        "model": model,
+        "threshold": str(settings.pass_threshold),
+        "judge": f"{JUDGE_VERSION}/{project.config.judge.max_transcript_chars}",
+    }
+    return JudgePlan(model, rubric, settings.pass_threshold, key)
+
+
+def _scripted_judge(project: Project, scenario: LoadedScenario) -> None:
+    """The scripted model plays a scenario's solution; it cannot grade one."""
+    message = (
+        "the judge cannot be the scripted model (it replays a solution and cannot grade); "
+        "name a real model"
+    )
+    if scenario.spec.evaluation.judge.model:
+        loc: Loc = ("evaluation", "judge", "model")
+        line = line_of(scenario.lines, loc)
+        raise ConfigError.one(scenario.path, message, line=line, field=dotted(loc))
+    if project.config.judge.model:
+        line = line_of(project.config_lines, ("judge", "model"))
+        raise ConfigError.one(project.root / "llmtt.toml", message, line=line, field="judge.model")
+    raise LlmttError(f"LLMTT_JUDGE=scripted: {message}")
+
+
+def _scenario_keys(
+    project: Project, scenario: LoadedScenario, target: TargetSpec, version: str, fixture: str
+) -> _ScenarioKeys:
+    spec = scenario.spec
+    config = project.config
+    timeout = spec.run.timeout_secs or config.run.timeout_secs
+    max_turns = spec.run.max_turns or config.run.max_turns
+    composite = spec.evaluation.composite
+    return _ScenarioKeys(
+        agent={
+            "prompt": hash_value(spec.task.prompt),
+            "setup": hash_value(spec.setup.model_dump()),
+            "limits": hash_value([timeout, max_turns, spec.cost.max_usd]),
+            "fixture": fixture,
+            "target": hash_value([target.binary, target.env, version]),
+        },
+        solution=hash_value(spec.solution),
+        evaluate={
+            "gates": hash_value([_gate_key(g) for g in spec.evaluation.gates]),
+            **_evaluators_key(project, scenario),
+            **_scripts_key(scenario, target),
+            "pattern": hash_value([target.effective_pattern(), target.env]),
+            "composite": hash_value(composite.model_dump() if composite else None),
+            "gate_timeout": str(config.run.gate_timeout_secs),
+            "llmtt": __version__,
+        },
+        timeout_secs=timeout,
+        max_turns=max_turns,
+        judge=_judge_plan(project, scenario),
+    )
+
+
+def _gate_key(gate: Gate) -> dict[str, Any]:
+    """A gate's part of the evaluate key; a default weight is left out, so that gates written
+    before weights existed keep their keys."""
+    return gate.model_dump(exclude={"weight"} if gate.weight == 1.0 else None)
+
+
+def _evaluators_key(project: Project, scenario: LoadedScenario) -> dict[str, str]:
+    """The evaluators' part of the evaluate key: editing one re-evaluates, never re-runs. A
+    scenario without evaluators has none (its key stays what it was before they existed)."""
+    evaluation = scenario.spec.evaluation
+    if not evaluation.evaluators:
+        return {}
+    specs = [e.model_dump(mode="json") for e in evaluation.evaluators]
+    types = {e.type for e in evaluation.evaluators}
+    own = {t: v for t, v in project.config.evaluators.items() if t in types}
+    truth = evaluation.model_dump(mode="json", include={"ground_truth"})
+    return {"evaluators": hash_value([specs, truth, own, _default_model_used(project, scenario)])}
+
+
+def _scripts_key(scenario: LoadedScenario, target: TargetSpec) -> dict[str, str]:
+    """The scripts' part of the evaluate key: the scripts, the content of each script file, and
+    the health check when it is also a gate. Editing one re-evaluates, never re-runs the agent;
+    a scenario without any has no such part (its key stays what it was before scripts)."""
+    out = {}
+    scripts = scenario.spec.scripts
+    files = sorted({rel for _, rel in scenario.script_files()})
+    if scripts.post or scripts.evaluators or files:
+        contents = {rel: hash_file(scenario.script_path(rel)) for rel in files}
+        out["scripts"] = hash_value([scripts.model_dump(mode="json"), contents])
+    if target.health_check_gate:
+        out["health_check"] = hash_value(target.health_check)
+    return out
+
+
+def _default_model_used(project: Project, scenario: LoadedScenario) -> str | None:
+    """The judge model, when an evaluator that calls a model names none of its own."""
+    from llmtt.evaluation.evaluators.registry import evaluator_class
+
+    for spec in scenario.spec.evaluation.evaluators:
+        cls = evaluator_class(spec.type, project.config.evaluators, project.root)
+        if cls.calls_model and not spec.config.get("model"):
+            inputs.note_env("LLMTT_JUDGE")  # the plan cache is stale when it changes
+            return default_judge_model(project.config)
+    return None
+
+
+def _make_run(
+    project: Project,
+    scenario: LoadedScenario,
+    keys: _ScenarioKeys,
+    target: TargetSpec,
+    target_version: str,
+    axes: tuple[str, str | None, str | None, int],
+    agent_parts: tuple[str, str, str],
+    variant_key: str,
+    template_key: str,
+) -> Run:
+    agent, model, variant, repeat = axes
+    if (
+        keys.judge is not None
+        and model == keys.judge.model
+        and not project.config.judge.allow_same_model
+    ):
+        raise ConfigError.one(
+            scenario.path,
+            f"the judge model {model!r} is also the model under test; pick another judge, or set "
+            "[judge] allow_same_model = true in llmtt.toml",
+            field="evaluation.judge.model",
+        )
+    who = "-".join(folder_part(p) for p in (agent, model, variant) if p)
+    run_id = f"{scenario.name}/{who}/r{repeat}"
+    # The solution is what the oracle and the scripted model play; other agents never see it.
+    plays_solution = agent == "oracle" or model == "scripted"
+    solution = keys.solution if plays_solution else "unused"
+    session = scenario.spec.scripted
+    if model == "scripted" and session is not None:
+        # The scripted model plays the scenario's session instead: editing it re-runs the agent.
+        solution = hash_value(session.model_dump(mode="json"))
+    agent_key = {
+        **keys.agent,
+        "solution": solution,
+        "variant": variant_key,
+        "agent": agent_parts[1],
+        "model": _model_key(project, model, agent_parts[2]),
+        "repeat": str(repeat),
+    }
+    return Run(
+        run_id=run_id,
+        scenario=scenario,
+        target=target,
+        target_version=target_version,
+        agent=agent,
+        agent_version=agent_parts[0],
+        model=model,
+        variant=variant,
+        repeat=repeat,
+        dir=project.results_dir / run_id,
+        timeout_secs=keys.timeout_secs,
+        max_turns=keys.max_turns,
+        agent_key=agent_key,
+        eval_key={**keys.evaluate, "agent_settings": _evaluation_settings(project, agent)},
+        report_key={"template": template_key, "llmtt": __version__},
+        tags=tuple(scenario.spec.tags),
+        judge=keys.judge,
+    )
+
+
+def _agent_parts(project: Project, name: str, versions: Versions) -> tuple[str, str, str]:
+    """The agent's version, its key part (name, version, settings), and the `[models.X]`
+    field that names a model for it."""
+    settings = project.config.agents.get(name)
+    agent = make_agent(project, name)
+    version = agent.version(versions.probe)
+    # Settings that only the evaluation reads are in the evaluate key instead: editing them
+    # must not pay for the agent again (nor must a new such field when llmtt is upgraded).
+    dump = settings.model_dump(exclude=EVALUATION_SETTINGS) if settings else None
+    return version, hash_value([name, version, dump]), agent.model_name_field
+
+
+def _model_key(project: Project, model: str | None, name_field: str) -> str:
+    """The model's part of a run's agent key: its name, and the name the agent calls it by
+    when `[models.X]` gives another (editing that re-runs the agent; an endpoint, a key
+    variable or a price does not)."""
+    if model is None:
+        return "none"
+    spec = project.config.models.get(model)
+    own = getattr(spec, name_field, None) if spec is not None else None
+    return model if own is None or own == model else f"{model}={own}"
+
+
+def _evaluation_settings(project: Project, agent: str) -> str:
+    settings = project.config.agents.get(agent) or AgentSettings()
+    return hash_value(settings.model_dump(include=EVALUATION_SETTINGS))
+
+
+def _variant_key(project: Project, variant: str | None) -> str:
+    if variant is None:
+        return "none"
+    files = project.config.variants[variant].files
+    return hash_value({dest: hash_file(project.root / src) for dest, src in files.items()})
+
+
+def _template_key(project: Project, name: str) -> str:
+    own = project.templates_dir / name
+    inputs.note_file(own)
+    if own.is_file():
+        return hash_file(own)
+    return hash_file(Path(__file__).parents[1] / "templates" / name)
+
+
+def clean_run_dir(run: Run) -> None:
+    """Remove a run's folder (used by `doit clean`)."""
+    if run.dir.exists():
+        shutil.rmtree(run.dir)

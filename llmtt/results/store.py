@@ -1,0 +1,338 @@
+"""Result records: one per evaluated run, in the run folder and appended to results.jsonl."""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import fcntl
+import json
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from llmtt.plan.runs import Run
+from llmtt.redaction import Redactor
+
+if TYPE_CHECKING:
+    import sqlite3
+
+RESULT_FORMAT = 1
+
+
+def result_record(
+    run: Run,
+    info: dict[str, Any],
+    metrics: dict[str, Any],
+    judge: dict[str, Any] | None = None,
+    gates: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The record of one evaluated run (the results.jsonl line)."""
+    interaction = {
+        k: v
+        for k, v in metrics.items()
+        if k
+        not in (
+            "format",
+            "run_id",
+            "outcome",
+            "outcome_reason",
+            "gates_passed",
+            "gates_total",
+            "gates_score",
+            "gates_max",
+            "evaluators",
+        )
+    }
+    evaluated = metrics.get("evaluators")
+    return {
+        "format": RESULT_FORMAT,
+        **run.identity(),
+        "tags": list(run.tags),
+        "tier": run.scenario.spec.tier,
+        "key": run.agent_key,
+        "outcome": metrics["outcome"],
+        "outcome_reason": metrics["outcome_reason"],
+        "gates_passed": metrics["gates_passed"],
+        "gates_total": metrics["gates_total"],
+        "gates_score": metrics.get("gates_score"),
+        "gates_max": metrics.get("gates_max"),
+        "gates": [{k: g[k] for k in ("index", "type", "passed")} for g in gates or []],
+        "metrics": interaction,
+        "cost_usd": metrics.get("cost_usd"),
+        "judge": None
+        if judge is None
+        else {k: judge.get(k) for k in ("model", "weighted_score", "passed", "cost_usd", "error")},
+        # In brief: the full results, reasoning and response are in evaluations.jsonl.
+        "evaluators": None
+        if evaluated is None
+        else {
+            "overall_score": evaluated["overall_score"],
+            "scores": {
+                r["criterion"]: r["score"] for r in evaluated["results"] if not r.get("error")
+            },
+            "errors": len(evaluated["errors"]),
+        },
+        "tokens": {
+            "input": metrics.get("input_tokens", 0),
+            "output": metrics.get("output_tokens", 0),
+        },
+        "duration_secs": info.get("duration_secs"),
+        "status": info["status"],
+        "versions": info["versions"],
+        "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        # The `doit run` that evaluated it (when it began, or the user's LLMTT_LABEL
+        # label): report.html's history has a point per invocation.
+        "invocation": os.environ.get("LLMTT_LABEL") or None,
+    }
+
+
+def append_result(path: Path, record: dict[str, Any], redact: Redactor) -> None:
+    """Append one record, redacted, to results.jsonl and bring results.db up to date with it,
+    under an exclusive lock (parallel doit workers share both)."""
+    record = redact.value(record)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(record, ensure_ascii=False, default=str).encode() + b"\n"
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            _drop_torn_tail(handle)
+            _catch_up(path, handle)
+            if _recorded(path.with_suffix(".db"), record):
+                return  # this evaluation was appended before a kill kept doit from saving it
+            handle.write(line)
+            handle.flush()
+            _catch_up(path, handle)
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def append_evaluation(path: Path, record: dict[str, Any], redact: Redactor) -> None:
+    """Append a run's evaluator results to evaluations.jsonl (before its results.jsonl line:
+    a kill between the two may repeat this line, with the same `evaluation_id`, never lose
+    it), unless results.jsonl already holds this evaluation."""
+    line = json.dumps(redact.value(record), ensure_ascii=False, default=str).encode() + b"\n"
+    results = path.with_name("results.jsonl")
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            _drop_torn_tail(handle)
+            if results.exists():
+                sync_results_db(results)
+                if _recorded(results.with_suffix(".db"), record):
+                    return
+            handle.write(line)
+            handle.flush()
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _recorded(db: Path, record: dict[str, Any]) -> bool:
+    """Whether results.db (caught up) already holds this evaluation of this run."""
+    import sqlite3
+
+    evaluation = record.get("evaluation_id")
+    if evaluation is None:
+        return False
+    try:
+        row = (
+            _connection(db)
+            .execute(
+                "SELECT 1 FROM results WHERE run_id = ? "
+                "AND json_extract(record, '$.evaluation_id') = ? LIMIT 1",
+                (record.get("run_id", ""), evaluation),
+            )
+            .fetchone()
+        )
+    except sqlite3.Error as exc:
+        raise OSError(errno.EIO, str(exc), str(db)) from None
+    return row is not None
+
+
+def sync_results_db(path: Path) -> None:
+    """Bring results.db up to date with results.jsonl (after a writer was killed between the
+    two, or when results.db was deleted: it is rebuilt)."""
+    if not path.exists():
+        return
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            _drop_torn_tail(handle)
+            _catch_up(path, handle)
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _drop_torn_tail(handle: BinaryIO) -> None:
+    """A last line without its newline is a record a killed writer left half-written."""
+    size = handle.seek(0, os.SEEK_END)
+    if size == 0:
+        return
+    handle.seek(size - 1)
+    if handle.read(1) == b"\n":
+        return
+    end = size
+    while end > 0:
+        start = max(0, end - (1 << 16))
+        handle.seek(start)
+        cut = handle.read(end - start).rfind(b"\n")
+        if cut >= 0:
+            handle.truncate(start + cut + 1)
+            break
+        end = start
+    else:
+        handle.truncate(0)
+    handle.seek(0, os.SEEK_END)
+
+
+# results.db: one row per evaluated run, history kept across invocations. `record` holds the
+# whole JSON record (metrics included) for queries the columns do not cover.
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS results (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    timestamp TEXT NOT NULL,          -- ISO 8601, UTC
+    run_id TEXT NOT NULL,             -- <scenario>/<agent>[-<model>][-<variant>]/r<k>
+    scenario TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    model TEXT,
+    variant TEXT,
+    repeat INTEGER NOT NULL,
+    outcome TEXT NOT NULL,            -- pass | fail
+    outcome_reason TEXT,
+    gates_passed INTEGER,
+    gates_total INTEGER,
+    judge_score REAL,
+    cost_usd REAL,                    -- agent cost; null when unknown
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    duration_secs REAL,
+    agent_version TEXT,
+    target_version TEXT,
+    record TEXT NOT NULL              -- the full JSON record
+);
+CREATE INDEX IF NOT EXISTS results_run ON results (run_id, timestamp);
+CREATE INDEX IF NOT EXISTS results_group ON results (scenario, agent, model, variant);
+CREATE TABLE IF NOT EXISTS llmtt_meta (key TEXT PRIMARY KEY, value TEXT);
+-- An evaluated run appears once per evaluation (a gate edited, a rubric changed): `attempts`
+-- keeps the latest evaluation of each agent attempt (a run and its agent key), for trends;
+-- `latest` the latest evaluation of each run, its current result.
+CREATE VIEW IF NOT EXISTS attempts AS SELECT * FROM results WHERE id IN (
+    SELECT max(id) FROM results
+    GROUP BY run_id, coalesce(json_extract(record, '$.attempt_id'), json_extract(record, '$.key')));
+CREATE VIEW IF NOT EXISTS latest AS SELECT * FROM results WHERE id IN (
+    SELECT max(id) FROM results GROUP BY run_id);
+"""
+
+
+def _catch_up(path: Path, handle: BinaryIO) -> None:
+    """Insert into results.db the lines of results.jsonl past the offset it has reached.
+
+    results.jsonl is the record; results.db mirrors it, and keeps in `llmtt_meta` how many
+    bytes of it are in. One transaction: a kill leaves results.db as before, to catch up next
+    time. A results.jsonl shorter than that offset (rewritten by hand) rebuilds results.db.
+    """
+    import sqlite3
+
+    db = path.with_suffix(".db")
+    try:
+        _insert_new_lines(db, handle)
+    except sqlite3.Error as exc:  # e.g. its folder made read-only: say which file
+        raise OSError(errno.EIO, str(exc), str(db)) from None
+    handle.seek(0, os.SEEK_END)
+
+
+# One connection per results.db and thread (a forked doit worker opens its own; so does each
+# thread of a `-P thread` run, as SQLite connections stay in their thread), by (process, thread,
+# path): opened again when the file was replaced or deleted, and the schema made again when
+# another hand changed it (SQLite's schema_version moved).
+_CONNECTIONS: dict[tuple[int, int, str], tuple[int, int, sqlite3.Connection]] = {}
+
+
+def _connection(db: Path) -> sqlite3.Connection:
+    import sqlite3
+
+    key = (os.getpid(), threading.get_ident(), str(db))
+    cached = _CONNECTIONS.get(key)
+    try:
+        inode = os.stat(db).st_ino
+    except FileNotFoundError:
+        inode = None
+    if cached is not None and cached[0] == inode:
+        conn = cached[2]
+        if conn.execute("PRAGMA schema_version").fetchone()[0] == cached[1]:
+            return conn
+    else:
+        if cached is not None:
+            cached[2].close()
+        conn = sqlite3.connect(db, timeout=30)
+    # results.jsonl is the record and results.db its mirror, rebuilt from it when behind: a
+    # write-ahead log synced only at checkpoints keeps every commit through a killed process
+    # (not through a power cut, which the catch-up repairs) without two disk syncs a commit.
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.executescript(SCHEMA)
+    version = conn.execute("PRAGMA schema_version").fetchone()[0]
+    _CONNECTIONS[key] = (os.stat(db).st_ino, version, conn)
+    return conn
+
+
+def _insert_new_lines(db: Path, handle: BinaryIO) -> None:
+    with _connection(db) as conn:  # one transaction: committed, or rolled back on an error
+        row = conn.execute("SELECT value FROM llmtt_meta WHERE key = 'jsonl_bytes'").fetchone()
+        size = handle.seek(0, os.SEEK_END)
+        if row is None:  # written before the offset was kept: its rows are the first lines
+            rows = conn.execute("SELECT count(*) FROM results").fetchone()[0]
+            handle.seek(0)
+            offset = sum(len(handle.readline()) for _ in range(rows))
+        else:
+            offset = int(row[0])
+        if offset == size and row is not None:
+            return  # nothing new: no write, no sync
+        if offset > size:
+            conn.execute("DELETE FROM results")
+            offset = 0
+        handle.seek(offset)
+        for line in handle.read(size - offset).splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # not a record: reading results.jsonl says where it is
+            if isinstance(record, dict):
+                _insert(conn, record)
+        conn.execute(
+            "INSERT OR REPLACE INTO llmtt_meta (key, value) VALUES ('jsonl_bytes', ?)", (size,)
+        )
+
+
+def _insert(conn: Any, record: dict[str, Any]) -> None:
+    judge = record.get("judge") or {}
+    tokens = record.get("tokens") or {}
+    versions = record.get("versions") or {}
+    row = (
+        record.get("timestamp", ""),
+        record.get("run_id", ""),
+        record.get("scenario", ""),
+        record.get("agent", ""),
+        record.get("model"),
+        record.get("variant"),
+        record.get("repeat", 0),
+        record.get("outcome", ""),
+        record.get("outcome_reason"),
+        record.get("gates_passed"),
+        record.get("gates_total"),
+        judge.get("weighted_score"),
+        record.get("cost_usd"),
+        tokens.get("input"),
+        tokens.get("output"),
+        record.get("duration_secs"),
+        versions.get("agent"),
+        versions.get("target"),
+        json.dumps(record, default=str),
+    )
+    conn.execute(
+        "INSERT INTO results (timestamp, run_id, scenario, agent, model, variant, repeat, "
+        "outcome, outcome_reason, gates_passed, gates_total, judge_score, cost_usd, "
+        "input_tokens, output_tokens, duration_secs, agent_version, target_version, record) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        row,
+    )

@@ -1,0 +1,385 @@
+"""`llmtt.toml`: the project's targets, agents, matrix, paths, budget and judge settings."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from llmtt.errors import ConfigError
+from llmtt.spec.loading import read_toml, validate
+
+CONFIG_FILE = "llmtt.toml"
+
+
+class Strict(BaseModel):
+    """Base for every user-written model: unknown keys are errors, values never mutate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def check_regex(pattern: str | None) -> str | None:
+    """Compile a user's regular expression now, so a bad one fails at load time."""
+    if pattern is None:
+        return None
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression: {exc}") from None
+    return pattern
+
+
+class TargetSpec(Strict):
+    """The CLI tool under test. Every field is optional so scenarios can override a few."""
+
+    binary: str | None = Field(
+        None,
+        description="The tool's program (a name on PATH or a path); its file name finds target "
+        "commands in tool calls when command_pattern is unset.",
+    )
+    command_pattern: str | None = Field(
+        None, description="Regex finding target commands in tool calls; group 1 = subcommand."
+    )
+    version_command: str | None = Field(
+        None, description="Shell command whose output identifies the target's version."
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Variables set for the agent, the setup commands, the scripts, the gates and "
+        "the version command; a named target's or a scenario's env is merged over [target]'s.",
+    )
+    health_check: str | None = Field(
+        None,
+        min_length=1,
+        description="Shell command verifying the tool works, run in the workspace after the "
+        "setup commands and before the agent: a failure means the run cannot be carried out.",
+    )
+    health_check_gate: bool = Field(
+        False,
+        description="Also run health_check after the agent, as a last command_succeeds gate.",
+    )
+
+    _pattern = field_validator("command_pattern")(check_regex)
+
+    def merged(self, override: TargetSpec) -> TargetSpec:
+        """This target with the fields `override` sets replacing its own (env is merged)."""
+        data = self.model_dump()
+        for name in override.model_fields_set:
+            value = getattr(override, name)
+            data[name] = {**self.env, **value} if name == "env" else value
+        return TargetSpec.model_validate(data)
+
+    def effective_pattern(self) -> str | None:
+        """The command pattern, or one derived from the binary's name when none is given."""
+        if self.command_pattern:
+            return self.command_pattern
+        if self.binary:
+            name = re.escape(Path(self.binary).name)
+            return rf"(?<![\w./-]){name}(?![\w.-])(?:\s+([A-Za-z][\w:-]*))?"
+        return None
+
+
+class AgentSettings(Strict):
+    """Settings of one agent (`[agents.<name>]`).
+
+    For a built-in agent all are optional. A table with `command` describes another agent CLI
+    (the `command` agent): its argv template may use {prompt}, {model} and {workspace}.
+    """
+
+    executable: str | None = Field(
+        None, description="Path of the agent's binary (relative to the project), else PATH."
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Variables set for the agent.")
+    pass_env: list[str] = Field(
+        default_factory=list,
+        description="Names of variables passed through from your environment (e.g. API keys).",
+    )
+    args: list[str] = Field(default_factory=list, description="Extra arguments for the agent.")
+    command: list[str] | None = Field(
+        None, description="argv template of a `command` agent: {prompt}, {model}, {workspace}."
+    )
+
+    @field_validator("command")
+    @classmethod
+    def _program_first(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value or not value[0].strip()):
+            raise ValueError(
+                "must start with the agent's program, e.g. ['my-agent', '--prompt', '{prompt}']"
+            )
+        return value
+
+    parser: Literal["claude-code", "opencode", "codex"] | None = Field(
+        None, description="How to read a `command` agent's JSON lines; none: transcript only."
+    )
+    command_marker: str = Field(
+        "$ ",
+        min_length=1,
+        description="A `command` agent without a parser: the prompt that starts each command "
+        "line of its transcript (what follows is the command; no other line is counted).",
+    )
+    version_command: str | None = Field(None, description="How to ask a `command` agent's version.")
+    free: bool = Field(
+        False,
+        description="A `command` agent that cannot spend money (e.g. a local model): it then "
+        "runs without LLMTT_ENABLED=1.",
+    )
+    tool_timeout_secs: float = Field(60, gt=0, description="litellm agent: limit of one command.")
+    max_output_chars: int = Field(
+        8000, gt=0, description="litellm agent: a command's output is cut past this size."
+    )
+    max_retries: int = Field(3, ge=0, description="litellm agent: retries of a provider error.")
+    retry_backoff_secs: float = Field(2.0, ge=0, description="litellm agent: first retry delay.")
+
+
+# Agent settings read only by the evaluation: part of the evaluate key, not the agent's.
+EVALUATION_SETTINGS: set[str] = {"command_marker"}
+
+
+class ModelSpec(Strict):
+    """How the agents reach a model (`[models.<name>]`), and its price when litellm has none."""
+
+    litellm: str | None = Field(
+        None,
+        description="litellm's model name (the litellm agent, the judge); default: the "
+        "table's name.",
+    )
+    id: str | None = Field(
+        None,
+        min_length=1,
+        description="The model's name as the agent CLIs pass it (claude-code's and codex's "
+        "`--model`, opencode's `-m`; a gateway's own name for it); default: the table's name.",
+    )
+    api_base: str | None = Field(
+        None,
+        min_length=1,
+        description="A gateway or proxy every agent sends this model's requests to, as OpenAI "
+        "clients take it (usually ending in /v1): litellm's api_base, opencode's provider "
+        "baseURL, codex's model_provider base_url; claude-code gets it without the /v1 as "
+        "ANTHROPIC_BASE_URL.",
+    )
+    api_key_env: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Variable holding the model's API key, handed to each agent in its own way "
+        "(claude-code: ANTHROPIC_API_KEY; codex: its provider's env_key; opencode: its "
+        "provider's apiKey). Only this variable is then required and passed.",
+    )
+    input_usd_per_mtok: float | None = Field(
+        None, ge=0, description="Price of a million uncached input tokens (with the output's)."
+    )
+    output_usd_per_mtok: float | None = Field(
+        None, ge=0, description="Price of a million output tokens (with the input's)."
+    )
+    cache_read_usd_per_mtok: float | None = Field(
+        None, ge=0, description="Price of a million cache-read tokens; default: the input's."
+    )
+    cache_write_usd_per_mtok: float | None = Field(
+        None, ge=0, description="Price of a million cache-write tokens; default: the input's."
+    )
+
+
+class MatrixSpec(Strict):
+    """The axes a plan expands: every scenario runs with each agent x model x variant x repeat."""
+
+    agents: list[str] = Field(
+        default_factory=lambda: ["oracle"],
+        min_length=1,
+        description="Agents every scenario runs with (built-in names or [agents.<name>] tables).",
+    )
+    models: list[str] = Field(
+        default_factory=list,
+        description="Models for the agents that need one ([models.<name>] aliases or the "
+        "agents' own names); agents that need none (oracle) ignore them.",
+    )
+    variants: list[str] = Field(
+        default_factory=list,
+        description='[variants.<name>] tables to run with; "none" lays no files. Empty: no '
+        "variant.",
+    )
+    repeats: int = Field(
+        1, ge=1, le=1000, description="Runs of each combination (the repeat index is in the key)."
+    )
+
+
+class VariantSpec(Strict):
+    """A named set of guidance files laid into the workspace (`[variants.<name>]`)."""
+
+    files: dict[str, str] = Field(
+        default_factory=dict, description="Workspace path -> file in the project to copy there."
+    )
+
+
+class PathsSpec(Strict):
+    """Where scenarios, rubrics, templates and results live, relative to the project."""
+
+    scenarios: str = Field("scenarios", description="Folder of the scenario files (*.yaml).")
+    rubrics: str = Field(
+        "rubrics", description="Folder of the rubric files, every one checked when loading."
+    )
+    templates: str = Field(
+        "templates",
+        description="Folder of overrides of evaluation.md.j2, report.md.j2, report.html.j2 "
+        "and report-run.html.j2 (one run's panel in report.html).",
+    )
+    results: str = Field(
+        "llm-tool-test-results", description="Folder of the run folders and the reports."
+    )
+    baseline: str = Field("llmtt-baseline.json", description="Written by `llmtt bless`; commit it.")
+    allow_outside: bool = Field(
+        False,
+        description="Let scenarios, fixtures, variant files, rubrics and templates live outside "
+        "the project folder (else a path that leads out of it is a load error).",
+    )
+
+
+class RegressionSpec(Strict):
+    """When an aggregate flags a regression against the blessed baseline (beyond noise)."""
+
+    score_drop: float = Field(0.15, ge=0, le=1, description="Pass-rate drop, as a fraction.")
+    cost_increase: float = Field(0.5, ge=0, description="Mean cost increase, as a fraction.")
+
+
+class BudgetSpec(Strict):
+    """Money limits for one invocation."""
+
+    max_usd: float | None = Field(
+        None,
+        ge=0,
+        description="What one invocation may spend, shared by its runs; the doit variable "
+        "budget= and LLMTT_BUDGET_USD come first. Unset: no limit.",
+    )
+
+
+class JudgeSpec(Strict):
+    """Defaults for the LLM judge (layer 3)."""
+
+    model: str | None = Field(
+        None,
+        description="The judge's model ([models.<name>] alias or litellm name) when a scenario's "
+        "evaluation.judge.model names none, else LLMTT_JUDGE; also the model of evaluators "
+        "that call one and name none.",
+    )
+    allow_same_model: bool = Field(
+        False, description="Allow a judge model equal to the model under test."
+    )
+    max_transcript_chars: int = Field(
+        20000, gt=0, description="The run's events shown to the judge are cut past this size."
+    )
+
+
+class RunDefaults(Strict):
+    """Defaults for every scenario's `run:` section."""
+
+    timeout_secs: float = Field(
+        600, gt=0, description="An agent is stopped after this long (the run fails)."
+    )
+    max_turns: int = Field(10, ge=1, description="An agent is stopped after this many turns.")
+    setup_timeout_secs: float = Field(
+        120,
+        gt=0,
+        description="Limit of the setup commands (and the health check) when setup.timeout_secs "
+        "is unset.",
+    )
+    gate_timeout_secs: float = Field(
+        60, gt=0, description="Limit of each gate whose own timeout_secs is unset."
+    )
+
+
+class ExecutorSpec(Strict):
+    """Where the agent and evaluate layers of runs are carried out (`doit run executor=NAME`
+    overrides `kind`). Where a run is carried out is not part of its keys."""
+
+    kind: Literal["local", "ray"] = Field(
+        "local",
+        description='"local": in this machine\'s doit process and its workers; "ray": on the '
+        "nodes of a Ray cluster, planned, keyed and recorded here (pip install 'llmtt[ray]').",
+    )
+    address: str | None = Field(
+        None,
+        description='ray: the cluster to join ("host:port" of its head, as ray.init takes it); '
+        "unset: RAY_ADDRESS, else a cluster started on this machine, else a new local one.",
+    )
+    max_in_flight: int = Field(
+        8, ge=1, description="ray: runs under way at once (doit's -n, in threads, overrides it)."
+    )
+    num_cpus: float = Field(1, ge=0, description="ray: the CPUs one run's layer holds on a node.")
+    resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="ray: other resources one run's layer holds (custom node resources).",
+    )
+    runtime_env: dict[str, Any] = Field(
+        default_factory=dict,
+        description="ray: the job's runtime_env (e.g. pip, env_vars) as ray.init takes it.",
+    )
+    max_in_flight_per_model: dict[str, Annotated[int, Field(ge=1)]] = Field(
+        default_factory=dict,
+        description="ray: at most this many runs of a model under way at once (a provider's "
+        "rate limit), by the model's name in the matrix.",
+    )
+    exclude: list[str] = Field(
+        default_factory=list,
+        description="ray: more names (glob patterns) of files and folders of the project folder "
+        "not to send to the nodes, besides the results folder, .git, node_modules, virtualenvs "
+        "and caches.",
+    )
+
+
+class Config(Strict):
+    """The whole of `llmtt.toml`."""
+
+    target: TargetSpec = Field(
+        default_factory=TargetSpec, description="The CLI tool under test, for every scenario."
+    )
+    targets: dict[str, TargetSpec] = Field(
+        default_factory=dict, description="Named targets that scenarios pick with `target: NAME`."
+    )
+    agents: dict[str, AgentSettings] = Field(
+        default_factory=dict, description="Settings of each agent, or another agent CLI."
+    )
+    models: dict[str, ModelSpec] = Field(
+        default_factory=dict, description="How the agents reach each model, and its prices."
+    )
+    matrix: MatrixSpec = Field(
+        default_factory=MatrixSpec, description="The agents, models, variants and repeats."
+    )
+    variants: dict[str, VariantSpec] = Field(
+        default_factory=dict, description="Named sets of guidance files to compare."
+    )
+    paths: PathsSpec = Field(default_factory=PathsSpec, description="Where the files live.")
+    budget: BudgetSpec = Field(
+        default_factory=BudgetSpec, description="Money limit of one invocation."
+    )
+    judge: JudgeSpec = Field(default_factory=JudgeSpec, description="The LLM judge's settings.")
+    regressions: RegressionSpec = Field(
+        default_factory=RegressionSpec, description="When a change is flagged as a regression."
+    )
+    run: RunDefaults = Field(
+        default_factory=RunDefaults, description="Defaults of the scenarios' limits."
+    )
+    executor: ExecutorSpec = Field(
+        default_factory=ExecutorSpec, description="Where runs are carried out (local or Ray)."
+    )
+    evaluators: dict[str, Annotated[str, StringConstraints(pattern=r"^[\w.]+:[\w.]+$")]] = Field(
+        default_factory=dict,
+        description='Third-party evaluators by type id: `my_check = "package.module:Class"` '
+        "(a module in the project folder can be imported).",
+    )
+
+
+def default_judge_model(config: Config) -> str | None:
+    """The model an evaluator that calls one uses when its config names none."""
+    return config.judge.model or os.environ.get("LLMTT_JUDGE") or None
+
+
+def load_config(root: Path) -> tuple[Config, dict[Any, int]]:
+    """Load `<root>/llmtt.toml`; a project without one uses the defaults."""
+    path = root / CONFIG_FILE
+    if not path.exists():
+        raise ConfigError.one(
+            path, "no llmtt.toml here; create one (an empty file uses the defaults)"
+        )
+    data, lines = read_toml(path)
+    return validate(Config, data, path, lines), lines

@@ -1,0 +1,469 @@
+"""A user's project: `llmtt.toml`, its scenarios and rubrics, loaded and cross-checked."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from pydantic import ValidationError
+
+from llmtt.errors import ConfigError, LlmttError, Problem
+from llmtt.spec.config import Config, MatrixSpec, TargetSpec, load_config
+from llmtt.spec.loading import Loc, dotted, line_of, problems_from
+from llmtt.spec.rubric import Rubric, load_rubric
+from llmtt.spec.scenario import LoadedScenario, ScenarioMatrix, load_scenario
+from llmtt.util import signatures as inputs
+
+
+@dataclass(frozen=True)
+class Project:
+    """Everything a plan is built from."""
+
+    root: Path
+    config: Config
+    scenarios: list[LoadedScenario]
+    rubrics: dict[Path, Rubric]
+    warnings: list[Problem] = field(default_factory=list)
+    config_lines: dict[Loc, int] = field(default_factory=dict)  # llmtt.toml's key lines
+
+    @property
+    def results_dir(self) -> Path:
+        """Where run folders and reports go."""
+        return self.root / self.config.paths.results
+
+    @property
+    def templates_dir(self) -> Path:
+        """The project's own template overrides."""
+        return self.root / self.config.paths.templates
+
+    def scenario(self, name: str) -> LoadedScenario:
+        """The scenario called `name`."""
+        for scenario in self.scenarios:
+            if scenario.name == name:
+                return scenario
+        raise KeyError(name)
+
+    def target_for(self, scenario: LoadedScenario) -> TargetSpec:
+        """[target], with the scenario's named target or overrides applied."""
+        base = self.config.target
+        chosen = scenario.spec.target
+        if chosen is None:
+            return base
+        if isinstance(chosen, str):
+            return base.merged(self.config.targets[chosen])
+        return base.merged(chosen)
+
+    def rubric_path(self, scenario: LoadedScenario) -> Path | None:
+        """The rubric file a scenario's judge uses, if it names one."""
+        name = scenario.spec.evaluation.judge.rubric
+        if name is None:
+            return None
+        for candidate in (self.root / name, self.root / self.config.paths.rubrics / name):
+            inputs.note_file(candidate)
+            if candidate.is_file():
+                return candidate
+        return self.root / name
+
+
+def load_project(root: Path, only: Path | None = None) -> Project:
+    """Load and cross-check a whole project, reporting every problem found, not just the first.
+
+    `only`: the project with that one scenario file (what a task that carries out one of its
+    runs needs, in a large project a fraction of the whole); checks that span scenarios and
+    the rubrics no scenario uses are left to the whole load that made the plan.
+    """
+    root = root.resolve()
+    config, config_lines = load_config(root)
+    problems: list[Problem] = []
+    scenarios: list[LoadedScenario] = []
+    scenario_dir = root / config.paths.scenarios
+    inputs.note_file(scenario_dir)  # its times move when a scenario file comes or goes
+    folders = _folder_problems(root, config, config_lines)
+    if not scenario_dir.is_dir():
+        folders.append(
+            Problem(
+                root / "llmtt.toml",
+                line_of(config_lines, ("paths", "scenarios")),
+                "paths.scenarios",
+                f"scenario folder {scenario_dir} does not exist; create it or set [paths] "
+                "scenarios",
+            )
+        )
+    if folders:
+        raise ConfigError(folders)
+    paths = sorted(scenario_dir.glob("*.yaml")) + sorted(scenario_dir.glob("*.yml"))
+    for path in paths if only is None else [only]:
+        try:
+            if _leads_out(root, config, path):
+                raise ConfigError.one(path, _OUT.format(where=os.path.realpath(path)))
+            scenarios.append(load_scenario(path))
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    project = Project(root, config, scenarios, {}, config_lines=config_lines)
+    problems.extend(_matrix_problems(project, config_lines))
+    problems.extend(_variant_problems(project, config_lines))
+    problems.extend(_cross_check(project))
+    rubric_dir = root / config.paths.rubrics
+    inputs.note_file(rubric_dir)
+    unused = sorted(rubric_dir.glob("*.y*ml")) if rubric_dir.is_dir() and only is None else []
+    for path in unused:
+        if path not in project.rubrics:  # unused rubrics are checked too
+            try:
+                project.rubrics[path] = _rubric(project, path)
+            except ConfigError as exc:
+                problems.extend(exc.problems)
+    if problems:
+        raise ConfigError(problems)
+    warnings = [
+        Problem(s.path, None, "solution", "no solution commands: the oracle agent can only fail")
+        for s in scenarios
+        if not s.spec.solution and "oracle" in config.matrix.agents
+    ]
+    return Project(root, config, scenarios, project.rubrics, warnings, config_lines)
+
+
+# Files llmtt reads for a run (fixtures, variant files, rubrics, templates) are given to agents
+# and judges, which may send them to a model provider: a project checked out from elsewhere
+# must not reach ~/.ssh through `../` or a link.
+_OUT = (
+    "leads outside the project folder (to {where}); move it into the project, or set "
+    "[paths] allow_outside = true in llmtt.toml"
+)
+
+
+def _leads_out(root: Path, config: Config, path: Path) -> bool:
+    """Whether `path`, its links followed, is outside `root` (and that is not allowed)."""
+    if config.paths.allow_outside:
+        return False
+    return not Path(os.path.realpath(path)).is_relative_to(root)
+
+
+def _folder_problems(root: Path, config: Config, lines: dict[Loc, int]) -> list[Problem]:
+    """[paths] folders, and the templates in them, that lead out of the project."""
+    problems = []
+    for name in ("scenarios", "rubrics", "templates"):
+        folder = root / getattr(config.paths, name)
+        if _leads_out(root, config, folder):
+            loc = ("paths", name)
+            where = os.path.realpath(folder)
+            problems.append(
+                Problem(
+                    root / "llmtt.toml", line_of(lines, loc), dotted(loc), _OUT.format(where=where)
+                )
+            )
+        elif name == "templates" and folder.is_dir():
+            inputs.note_file(folder)  # a template coming or going moves its times
+            for template in sorted(folder.glob("*.j2")):
+                inputs.note_file(template, follow=False)
+                if _leads_out(root, config, template):
+                    where = os.path.realpath(template)
+                    problems.append(Problem(template, None, None, _OUT.format(where=where)))
+    return problems
+
+
+def _rubric(project: Project, path: Path) -> Rubric:
+    if _leads_out(project.root, project.config, path):
+        raise ConfigError.one(path, _OUT.format(where=os.path.realpath(path)))
+    return load_rubric(path)
+
+
+def _variant_problems(project: Project, lines: dict[Loc, int]) -> list[Problem]:
+    """Variant files: each destination a file path inside the workspace, each source a
+    readable file of the project."""
+    problems = []
+    toml = project.root / "llmtt.toml"
+    for name, variant in project.config.variants.items():
+        for dest, source in variant.files.items():
+            loc = ("variants", name, "files", dest)
+            where = (toml, line_of(lines, loc, key=True), dotted(loc))
+            pure = PurePosixPath(dest)
+            if not dest.strip() or pure.is_absolute() or ".." in pure.parts or not pure.name:
+                problems.append(
+                    Problem(
+                        *where,
+                        f"destination {dest!r} must be a file path inside the workspace: "
+                        "relative, without '..'",
+                    )
+                )
+            path = project.root / source
+            inputs.note_file(path)
+            if _leads_out(project.root, project.config, path):
+                problems.append(
+                    Problem(
+                        *where, f"source {source!r} " + _OUT.format(where=os.path.realpath(path))
+                    )
+                )
+                continue
+            why = _not_a_file(path)
+            if why:
+                problems.append(
+                    Problem(*where, f"source {path} {why} (paths are relative to the project)")
+                )
+    return problems
+
+
+def _not_a_file(path: Path) -> str | None:
+    """Why `path` cannot be read as a file, or None."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return (
+            "does not exist"
+            if isinstance(exc, FileNotFoundError)
+            else f"cannot be read: {exc.strerror}"
+        )
+    if stat.S_ISDIR(mode):
+        return "is a folder; name each file of a variant"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file (a named pipe, socket or device)"
+    if not os.access(path, os.R_OK):
+        return "cannot be read (permission denied)"
+    return None
+
+
+def fixture_problem(fixture: Path) -> str | None:
+    """What in a fixture folder cannot be copied into a workspace, or None.
+
+    Links are copied as links and never followed; anything else must be a folder or a file
+    that can be read (a named pipe would block the read that hashes it)."""
+    errors: list[OSError] = []
+    for dirpath, dirnames, filenames in os.walk(fixture, onerror=errors.append):
+        for name in filenames + dirnames:
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, fixture)
+            try:
+                mode = os.lstat(full).st_mode
+            except OSError as exc:
+                return f"{rel} cannot be read: {exc.strerror}"
+            if stat.S_ISLNK(mode):
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                return f"{rel} is not a regular file (a named pipe, socket or device); remove it"
+            if not os.access(full, os.R_OK | (os.X_OK if stat.S_ISDIR(mode) else 0)):
+                return f"{rel} cannot be read (permission denied)"
+    if errors:
+        return f"{errors[0].filename} cannot be read: {errors[0].strerror}"
+    return None
+
+
+def unknown_variant(config: Config, name: str) -> str | None:
+    """What to say of a variant name with no [variants.X] table (None when it has one)."""
+    if name == "none" or name in config.variants:
+        return None
+    declared = sorted(config.variants)
+    close = difflib.get_close_matches(name, declared, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (
+        f"no [variants.{name}] table in llmtt.toml{hint} "
+        f"(declared: {', '.join(declared + ['none'])})"
+    )
+
+
+def _matrix_problems(project: Project, config_lines: dict[Loc, int]) -> list[Problem]:
+    """Agents and variants, in llmtt.toml's matrix or a scenario's, that name nothing."""
+    from llmtt.agents.registry import known_agents, unknown_agent
+
+    config = project.config
+    agents = known_agents(config)
+    toml = project.root / "llmtt.toml"
+    places: list[tuple[Path, dict[Loc, int], MatrixSpec | ScenarioMatrix]]
+    places = [(toml, config_lines, config.matrix)]
+    places += [(s.path, s.lines, s.spec.matrix) for s in project.scenarios if s.spec.matrix]
+    problems = []
+    for path, lines, matrix in places:
+        for index, name in enumerate(matrix.agents or []):
+            if name not in agents:
+                loc: Loc = ("matrix", "agents", index)
+                problems.append(
+                    Problem(path, line_of(lines, loc), dotted(loc), unknown_agent(name))
+                )
+        for index, name in enumerate(matrix.variants or []):
+            message = unknown_variant(config, name)
+            if message is not None:
+                loc = ("matrix", "variants", index)
+                problems.append(Problem(path, line_of(lines, loc), dotted(loc), message))
+        for axis in ("agents", "models", "variants"):
+            clash = folder_clash(getattr(matrix, axis) or [])
+            if clash is not None:
+                loc = ("matrix", axis, clash[0])
+                problems.append(Problem(path, line_of(lines, loc), dotted(loc), clash[1]))
+    for name, settings in config.agents.items():
+        if settings.command is None and name not in agents:
+            loc = ("agents", name)
+            line = line_of(config_lines, loc, key=True)
+            problems.append(Problem(toml, line, dotted(loc), unknown_agent(name)))
+    return problems
+
+
+def _cross_check(project: Project) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: dict[str, Path] = {}
+    fixtures: dict[Path, str | None] = {}  # a fixture shared by many scenarios is walked once
+    for scenario in project.scenarios:
+        spec = scenario.spec
+        lines = scenario.lines
+        if scenario.name in seen:
+            problems.append(
+                Problem(
+                    scenario.path,
+                    line_of(lines, ("name",)) or 1,
+                    "name",
+                    f"scenario name {scenario.name!r} is also used by {seen[scenario.name]}",
+                )
+            )
+        seen.setdefault(scenario.name, scenario.path)
+        if isinstance(spec.target, str) and spec.target not in project.config.targets:
+            known = sorted(project.config.targets)
+            close = difflib.get_close_matches(spec.target, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            problems.append(
+                Problem(
+                    scenario.path,
+                    line_of(lines, ("target",)),
+                    "target",
+                    f"no [targets.{spec.target}] in llmtt.toml{hint} "
+                    f"(declared: {', '.join(known) or 'none'})",
+                )
+            )
+        problems.extend(_fixture_problems(project, scenario, fixtures))
+        problems.extend(_script_problems(project, scenario))
+        problems.extend(_evaluator_problems(project, scenario))
+        rubric = project.rubric_path(scenario)
+        if rubric is not None:
+            line = line_of(lines, ("evaluation", "judge", "rubric"))
+            if _leads_out(project.root, project.config, rubric):
+                where = os.path.realpath(rubric)
+                message = _OUT.format(where=where)
+                problems.append(Problem(scenario.path, line, "evaluation.judge.rubric", message))
+            elif not rubric.is_file():
+                problems.append(
+                    Problem(
+                        scenario.path,
+                        line,
+                        "evaluation.judge.rubric",
+                        f"rubric file {rubric} does not exist",
+                    )
+                )
+            elif rubric not in project.rubrics:
+                try:
+                    project.rubrics[rubric] = load_rubric(rubric)
+                except ConfigError as exc:
+                    problems.extend(exc.problems)
+    return problems
+
+
+def _evaluator_problems(project: Project, scenario: LoadedScenario) -> list[Problem]:
+    """Each evaluator's type is known and its config is what that evaluator takes."""
+    from llmtt.evaluation.evaluators.registry import evaluator_class
+
+    problems: list[Problem] = []
+    for i, spec in enumerate(scenario.spec.evaluation.evaluators):
+        where: Loc = ("evaluation", "evaluators", i)
+        try:
+            cls = evaluator_class(spec.type, project.config.evaluators, project.root)
+        except LlmttError as exc:
+            line = line_of(scenario.lines, (*where, "type"))
+            problems.append(Problem(scenario.path, line, dotted((*where, "type")), str(exc)))
+            continue
+        try:
+            cls.Config.model_validate(spec.config)
+        except ValidationError as exc:
+            inner = {
+                loc[len(where) + 1 :]: n
+                for loc, n in scenario.lines.items()
+                if loc[: len(where) + 1] == (*where, "config")
+            }
+            for problem in problems_from(exc, cls.Config, scenario.path, inner, spec.config):
+                field_name = dotted((*where, "config")) + (
+                    "." + problem.field if problem.field else ""
+                )
+                line = problem.line or line_of(scenario.lines, (*where, "config"), key=True)
+                problems.append(Problem(scenario.path, line, field_name, problem.message))
+    return problems
+
+
+def _fixture_problems(
+    project: Project, scenario: LoadedScenario, checked: dict[Path, str | None]
+) -> list[Problem]:
+    fixture = scenario.fixture_dir
+    if fixture is None:
+        return []
+    line = line_of(scenario.lines, ("fixture",))
+    if _leads_out(project.root, project.config, fixture):
+        return [Problem(scenario.path, line, "fixture", _OUT.format(where=fixture))]
+    if fixture not in checked:
+        checked[fixture] = fixture_problem(fixture)
+    why = checked[fixture]
+    return [Problem(scenario.path, line, "fixture", f"in {fixture}: {why}")] if why else []
+
+
+def _script_problems(project: Project, scenario: LoadedScenario) -> list[Problem]:
+    """Script files (`path:`) inside the project and runnable; a health check gate that has
+    a health check."""
+    problems = []
+    for loc, rel in scenario.script_files():
+        line = line_of(scenario.lines, loc)
+        path = scenario.script_path(rel)
+        inputs.note_file(scenario.path.parent / rel)
+        if _leads_out(project.root, project.config, path):
+            problems.append(Problem(scenario.path, line, dotted(loc), _OUT.format(where=path)))
+            continue
+        why = _not_runnable(path)
+        if why:
+            message = f"script {path} {why} (paths are relative to the scenario file)"
+            problems.append(Problem(scenario.path, line, dotted(loc), message))
+    named = scenario.spec.target
+    if isinstance(named, str) and named not in project.config.targets:
+        return problems  # reported as an unknown target
+    target = project.target_for(scenario)
+    if target.health_check_gate and not target.health_check:
+        problems.append(
+            Problem(
+                scenario.path,
+                line_of(scenario.lines, ("target",), key=True),
+                "target",
+                "the target has health_check_gate = true but no health_check; set health_check "
+                "beside it (in llmtt.toml or this scenario's target)",
+            )
+        )
+    return problems
+
+
+def _not_runnable(path: Path) -> str | None:
+    """Why the script file `path` cannot be run, or None."""
+    if not path.exists():
+        return "does not exist"
+    if not path.is_file():
+        return "is not a file"
+    if not os.access(path, os.R_OK | os.X_OK):
+        return "is not executable (chmod +x it) or cannot be read"
+    return None
+
+
+SAFE = re.compile(r"[^A-Za-z0-9_.+-]+")  # doit task names may not hold "="
+
+
+def folder_part(name: str) -> str:
+    """An agent, model or variant name as it appears in run ids and run folders."""
+    return SAFE.sub("_", name).strip("_") or "_"
+
+
+def folder_clash(names: Sequence[str]) -> tuple[int, str] | None:
+    """The first name of `names` whose run folder another one already makes, with what to say."""
+    seen: dict[str, str] = {}
+    for index, name in enumerate(names):
+        folder = folder_part(name)
+        if folder in seen:
+            if seen[folder] == name:
+                return index, f"{name!r} is listed twice"
+            return index, (
+                f"{seen[folder]!r} and {name!r} make the same run folder name {folder!r}; "
+                "rename one"
+            )
+        seen[folder] = name
+    return None

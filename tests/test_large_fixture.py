@@ -14,7 +14,7 @@ from pathlib import Path
 from conftest import DOIT, GIT_TOML, Project
 
 from llmtt.evaluation.gates import CHUNK, GateContext, run_gates
-from llmtt.spec.scenario import FileContains
+from llmtt.spec.gates import FileContains
 
 SIZE = 200 << 20
 LIMIT_KB = 120 << 10  # doit with llmtt peaks near 50 MB; reading the file whole adds >= 200 MB

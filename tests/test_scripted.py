@@ -28,10 +28,10 @@ from llmtt.scripted import (
     ScriptedServer,
     ScriptedSession,
     Turn,
-    Usage,
+    TurnUsage,
     shell_arguments,
 )
-from llmtt.scripted.session import played_marker
+from llmtt.scripted.session import answer, played_marker
 from llmtt.spec.project import load_project
 from llmtt.spec.scenario import load_scenario
 from llmtt.spec.selection import Selection
@@ -65,7 +65,7 @@ PREFIX = {"messages": "toolu_", "chat": "call_", "responses": "call_"}  # of cal
 RICH = Turn(
     say="Looking first.",
     run=["git status", "git log --oneline"],
-    usage=Usage(input=500, output=40, cache_read=2000, cache_write=300),
+    usage=TurnUsage(input=500, output=40, cache_read=2000, cache_write=300),
 )
 
 
@@ -732,7 +732,7 @@ def test_parallel_calls_in_order_then_the_final_answer(
         turns=[
             Turn(run=["echo a1", "echo a2", "echo a3"]),
             Turn(say="One more.", run=["echo b1"]),
-            Turn(say="All done.", usage=Usage(input=7, output=3)),
+            Turn(say="All done.", usage=TurnUsage(input=7, output=3)),
         ]
     )
     server = serve(session)
@@ -771,9 +771,9 @@ def test_chosen_usage_gives_the_same_uncached_input_on_every_wire(
     serve: Any, wire: str, stream: bool
 ) -> None:
     figures = [
-        Usage(input=500, output=40, cache_read=2000, cache_write=300),
-        Usage(input=70, output=30, cache_read=2600),
-        Usage(input=90, output=15, cache_read=0, cache_write=50),
+        TurnUsage(input=500, output=40, cache_read=2000, cache_write=300),
+        TurnUsage(input=70, output=30, cache_read=2600),
+        TurnUsage(input=90, output=15, cache_read=0, cache_write=50),
     ]
     session = ScriptedSession(
         turns=[
@@ -781,7 +781,7 @@ def test_chosen_usage_gives_the_same_uncached_input_on_every_wire(
             Turn(run=["git status"], usage=figures[1]),
             Turn(say="Done.", usage=figures[2]),
         ],
-        side_usage=Usage(input=11, output=2, cache_read=5),
+        side_usage=TurnUsage(input=11, output=2, cache_read=5),
     )
     server = serve(session)
     for done, chosen in enumerate(figures):
@@ -1045,14 +1045,14 @@ def test_markers_count_from_the_highest_and_past_the_turns_of_an_endless_session
     session = ScriptedSession(turns=[Turn(run=["a", "b"]), Turn(run=["c"])], endless=True)
     bash = [("bash", CHAT_BASH["function"]["parameters"])]  # type: ignore[index]
     # Turn 5 (0-based) of an endless session: 2 + 4 calls before it.
-    reply = session.reply(bash, 0, played=5)
+    reply = answer(session, bash, 0, played=5)
     assert (reply.turn, reply.first_call, reply.commands) == (5, 6, ("c",))
-    assert session.reply(bash, 1, played=5).turn == 6
-    assert session.reply([], 2, played=5).text == f"{TITLE_TEXT} [llmtt scripted: 7 turns played]"
+    assert answer(session, bash, 1, played=5).turn == 6
+    assert answer(session, [], 2, played=5).text == f"{TITLE_TEXT} [llmtt scripted: 7 turns played]"
     # A marker past the final answer of a session that ends: still the final answer.
     ended = ScriptedSession(turns=[Turn(run=["a"]), Turn(say="Done.")])
-    assert ended.reply(bash, 0, played=40).text == "Done."
-    assert ended.reply([], 0).text == TITLE_TEXT  # no marker before the first turn
+    assert answer(ended, bash, 0, played=40).text == "Done."
+    assert answer(ended, [], 0).text == TITLE_TEXT  # no marker before the first turn
 
 
 # -- the session format: validated, located in scenario files, part of the agent key ----------
@@ -1093,7 +1093,7 @@ def test_a_scenarios_session_is_loaded_and_its_errors_located(tmp_path: Path) ->
     )
     session = load_scenario(good).spec.scripted
     assert session is not None and session.format == 1
-    assert session.turns[0].usage == Usage(input=5, output=1, cache_read=9)
+    assert session.turns[0].usage == TurnUsage(input=5, output=1, cache_read=9)
     assert session.turns[1].error == HttpError(status=429, times=1, headers={"retry-after": "0"})
     bad = tmp_path / "bad.yaml"
     bad.write_text(

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, ClassVar
 
 from llmtt.events import EventWriter
 from llmtt.spec.config import AgentSettings, ModelSpec
@@ -61,6 +61,7 @@ VersionProbe = Callable[[str, str | None, Mapping[str, str]], str]
 class Agent(ABC):
     """Base of all agents; subclasses implement `run` and may override the policies."""
 
+    plugin_kind: ClassVar[str] = "agent"  # what the registry accepts under `llmtt.agents`
     name: str
     needs_model: bool = True
     free: bool = False

@@ -23,7 +23,7 @@ from llmtt.evaluation.scripts import (
 from llmtt.execution.workspace import within
 from llmtt.process.shell import ShellResult
 from llmtt.spec.checks import Call, parse_check, run_check
-from llmtt.spec.scenario import (
+from llmtt.spec.gates import (
     ASSERTION_RE,
     CheckGate,
     CommandJsonPath,
@@ -35,17 +35,17 @@ from llmtt.spec.scenario import (
     FileExists,
     FileMatches,
     Gate,
-    LoadedScenario,
     NoTranscriptErrors,
-    Script,
+    ScriptGate,
 )
+from llmtt.spec.scenario import LoadedScenario
 
 _COMMAND_GATES = (
     CommandSucceeds,
     CommandOutputContains,
     CommandOutputMatches,
     CommandJsonPath,
-    Script,
+    ScriptGate,
 )
 
 CHUNK = 1 << 20  # file_contains reads a file this many characters at a time
@@ -83,7 +83,7 @@ def _run_one(index: int, gate: Gate, ctx: GateContext) -> dict[str, Any]:
     if isinstance(gate, _COMMAND_GATES):
         command = _command(gate, ctx)
         result = run_in_scratch(command, ctx.workspace, ctx.env, timeout)
-        if isinstance(gate, Script):
+        if isinstance(gate, ScriptGate):
             passed, message, kept = script_verdict(result, script_label(gate))
             record.update(kept)
         else:
@@ -106,7 +106,7 @@ def _run_one(index: int, gate: Gate, ctx: GateContext) -> dict[str, Any]:
 
 def _command(gate: Gate, ctx: GateContext) -> str:
     """The shell command a command gate runs (a `script` gate's file, by its absolute path)."""
-    if isinstance(gate, Script) and ctx.scenario is not None:
+    if isinstance(gate, ScriptGate) and ctx.scenario is not None:
         return script_command(gate, ctx.scenario)
     command = getattr(gate, "command", None)
     assert command is not None, "a script gate given by `path` needs its scenario"

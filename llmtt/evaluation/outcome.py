@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from llmtt.spec.scenario import CompositeSpec
+from llmtt.spec.evaluation import CompositeSpec
 
 
 def decide(

@@ -20,7 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from llmtt.execution.workspace import Workspace, home_env, make_home
 from llmtt.process.shell import ShellResult, run_shell
-from llmtt.spec.scenario import LoadedScenario, PostScript, ScriptSource
+from llmtt.spec.evaluation import PostScript
+from llmtt.spec.gates import ScriptSource
+from llmtt.spec.scenario import LoadedScenario
 
 if TYPE_CHECKING:
     from llmtt.plan.runs import Run

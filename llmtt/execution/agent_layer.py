@@ -65,7 +65,7 @@ def execute_run(
         },
         "started_at": started_at,
     }
-    agent = make_agent(project, run.agent)
+    agent = make_agent(project.config, project.root, run.agent)
     outcome = _error(refusal) if refusal else _run_agent(project, run, agent, session_budget)
     record.update(
         {

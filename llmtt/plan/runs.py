@@ -9,15 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmtt import __version__
+from llmtt import __version__, registry
 from llmtt.agents.registry import known_agents, make_agent, unknown_agent
 from llmtt.errors import ConfigError, LlmttError
 from llmtt.plan.keys import JUDGE_VERSION
 from llmtt.plan.versions import Versions
 from llmtt.spec.config import EVALUATION_SETTINGS, AgentSettings, TargetSpec, default_judge_model
+from llmtt.spec.gates import Gate
 from llmtt.spec.loading import Loc, dotted, line_of
 from llmtt.spec.project import Project, folder_clash, folder_part, unknown_variant
-from llmtt.spec.scenario import Gate, LoadedScenario, ScenarioMatrix
+from llmtt.spec.scenario import LoadedScenario, ScenarioMatrix
 from llmtt.spec.selection import Selection, listing, nearest
 from llmtt.util import signatures as inputs
 from llmtt.util.hashing import Key, hash_file, hash_tree, hash_value
@@ -232,7 +233,7 @@ def _axes(
     repeats = selection.repeats or own.repeats or matrix.repeats
     out: list[tuple[str, str | None, str | None, int]] = []
     for agent in agents:
-        needs_model = make_agent(project, agent).needs_model
+        needs_model = make_agent(project.config, project.root, agent).needs_model
         agent_models: Sequence[str | None] = models if needs_model else [None]
         if needs_model and not agent_models:
             raise ConfigError.one(
@@ -371,10 +372,8 @@ def _scripts_key(scenario: LoadedScenario, target: TargetSpec) -> dict[str, str]
 
 def _default_model_used(project: Project, scenario: LoadedScenario) -> str | None:
     """The judge model, when an evaluator that calls a model names none of its own."""
-    from llmtt.evaluation.evaluators.registry import evaluator_class
-
     for spec in scenario.spec.evaluation.evaluators:
-        cls = evaluator_class(spec.type, project.config.evaluators, project.root)
+        cls = registry.load("evaluator", spec.type, project.config.evaluators, project.root)
         if cls.calls_model and not spec.config.get("model"):
             inputs.note_env("LLMTT_JUDGE")  # the plan cache is stale when it changes
             return default_judge_model(project.config)
@@ -446,7 +445,7 @@ def _agent_parts(project: Project, name: str, versions: Versions) -> tuple[str, 
     """The agent's version, its key part (name, version, settings), and the `[models.X]`
     field that names a model for it."""
     settings = project.config.agents.get(name)
-    agent = make_agent(project, name)
+    agent = make_agent(project.config, project.root, name)
     version = agent.version(versions.probe)
     # Settings that only the evaluation reads are in the evaluate key instead: editing them
     # must not pay for the agent again (nor must a new such field when llmtt is upgraded).

@@ -14,16 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llmtt.scripted.session import (
-    FINAL_TEXT,
-    TITLE_TEXT,
-    Hang,
-    HttpError,
-    ScriptedSession,
-    Turn,
-    Usage,
-    shell_arguments,
-)
+from llmtt.scripted.session import FINAL_TEXT, TITLE_TEXT, shell_arguments
+from llmtt.spec.scripted import Hang, HttpError, ScriptedSession, Turn, TurnUsage
 
 if TYPE_CHECKING:
     from llmtt.scripted.server import ScriptedServer
@@ -36,7 +28,7 @@ __all__ = [
     "ScriptedServer",
     "ScriptedSession",
     "Turn",
-    "Usage",
+    "TurnUsage",
     "shell_arguments",
 ]
 

@@ -8,8 +8,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from llmtt.scripted.session import Reply, Usage
+from llmtt.scripted.session import Reply
 from llmtt.scripted.wire import Event, Part, Request, Wire, conversation, request, text_of
+from llmtt.spec.scripted import TurnUsage
 
 
 def read(body: dict[str, Any]) -> Request:
@@ -29,7 +30,7 @@ def _parts(message: dict[str, Any]) -> Iterator[Part]:
         yield "text", text_of(message.get("content"))
 
 
-def usage(figures: Usage) -> dict[str, Any]:
+def usage(figures: TurnUsage) -> dict[str, Any]:
     """OpenAI's usage: `prompt_tokens` holds the cached tokens too. There is no field for
     cache writes, so they are left out: `prompt_tokens - cached_tokens` is the uncached input,
     the same figure as Anthropic's `input_tokens`."""

@@ -7,8 +7,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from llmtt.scripted.session import Reply, Usage
+from llmtt.scripted.session import Reply
 from llmtt.scripted.wire import Event, Part, Request, Wire, conversation, request, text_of
+from llmtt.spec.scripted import TurnUsage
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -42,7 +43,7 @@ def _parts(message: dict[str, Any]) -> Iterator[Part]:
             yield "text", text_of([block])
 
 
-def usage(figures: Usage) -> dict[str, int]:
+def usage(figures: TurnUsage) -> dict[str, int]:
     """Anthropic's usage: `input_tokens` is the uncached input, the cache apart."""
     return {
         "input_tokens": figures.input,

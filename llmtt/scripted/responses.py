@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from llmtt.scripted.chat import error
-from llmtt.scripted.session import Reply, Usage
+from llmtt.scripted.session import Reply
 from llmtt.scripted.wire import Event, Part, Request, Wire, conversation, request, text_of
+from llmtt.spec.scripted import TurnUsage
 
 OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
 
@@ -32,7 +33,7 @@ def _parts(item: dict[str, Any]) -> Iterator[Part]:
         yield "text", text_of(item.get("content"))
 
 
-def usage(figures: Usage) -> dict[str, Any]:
+def usage(figures: TurnUsage) -> dict[str, Any]:
     """The Responses usage: `input_tokens` holds the cached tokens too; cache writes have no
     field and are left out, so `input_tokens - cached_tokens` is the uncached input."""
     total_in = figures.input + figures.cache_read

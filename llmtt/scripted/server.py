@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from llmtt.scripted import chat, messages, responses
-from llmtt.scripted.session import Hang, HttpError, Reply, ScriptedSession
+from llmtt.scripted import session as play
+from llmtt.scripted.session import Reply
 from llmtt.scripted.wire import Event, Request, Wire
+from llmtt.spec.scripted import Hang, HttpError, ScriptedSession
 from llmtt.util.atomic import open_private
 
 WIRES = (
@@ -182,7 +184,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _play(self, wire: Wire, path: str, body: dict[str, Any]) -> None:
         server = self.server_ref
         request = wire.read(body)
-        reply = server.session.reply(request.tools, len(request.results), request.played)
+        reply = play.answer(server.session, request.tools, len(request.results), request.played)
         attempt = 0 if reply.side else server.attempt(reply.turn)
         hang = _applies(reply.hang, attempt)
         error = _applies(reply.error, attempt)
@@ -203,7 +205,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _refuse(self, wire: Wire, path: str, body: dict[str, Any]) -> None:
         """401 for a request without the server's key: logged, but no attempt of its turn."""
         request = wire.read(body)
-        reply = self.server_ref.session.reply(request.tools, len(request.results), request.played)
+        reply = play.answer(
+            self.server_ref.session, request.tools, len(request.results), request.played
+        )
         refused = replace(reply, text=None, commands=(), arguments=())
         self._log(path, body, refused, request, 0, 401, None)
         self._error(wire, HttpError(status=401), "scripted: wrong or missing API key")

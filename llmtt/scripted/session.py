@@ -36,11 +36,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field, field_validator, model_validator
-
-from llmtt.spec.config import Strict
+from llmtt.spec.scripted import Hang, HttpError, ScriptedSession, Turn, TurnUsage
 
 FINAL_TEXT = "Done: every step of the task has been carried out."
 TITLE_TEXT = "Scripted session"
@@ -53,173 +51,70 @@ OUTPUT_TOKENS_TOOL = 20
 OUTPUT_TOKENS_TEXT = 10
 
 
-class Usage(Strict):
-    """Token figures of one answer. `input` is the uncached input only, as DESIGN.md counts
-    it; each wire format carries the four figures in its own fields (see `wire_usage`)."""
-
-    input: int = Field(ge=0, description="Uncached input tokens.")
-    output: int = Field(ge=0, description="Output tokens.")
-    cache_read: int = Field(0, ge=0, description="Input tokens read from the cache.")
-    cache_write: int = Field(
-        0, ge=0, description="Input tokens written to the cache (Anthropic Messages only)."
+def answer(
+    session: ScriptedSession, tools: list[tuple[str, dict[str, Any]]], results: int, played: int = 0
+) -> Reply:
+    """The answer to a request offering `tools` whose conversation holds `results` tool
+    results after a marker of `played` turns (0: no marker)."""
+    turn, first_call = _position(session, _calls_before(session, played) + results)
+    before = _turn(session, turn - 1) if turn else None
+    final = Reply(
+        turn=turn,
+        side=False,
+        text=FINAL_TEXT,
+        commands=(),
+        tool=None,
+        arguments=(),
+        usage=default_usage(turn, calls=False),
+        first_call=first_call,
+        previous_calls=len(before.run) if before else 0,
+    )
+    shell = next(((n, s) for n, s in tools if n in SHELL_TOOLS), None)
+    if shell is None:
+        text = f"{TITLE_TEXT} {played_marker(turn)}" if turn else TITLE_TEXT
+        return replace(final, side=True, text=text, usage=session.side_usage or final.usage)
+    scripted = _turn(session, turn)
+    if scripted is None:
+        return final
+    name, schema = shell
+    return replace(
+        final,
+        text=scripted.say,
+        commands=tuple(scripted.run),
+        tool=name,
+        arguments=tuple(shell_arguments(name, schema, c) for c in scripted.run),
+        usage=scripted.usage or default_usage(turn, calls=bool(scripted.run)),
+        error=scripted.error,
+        hang=scripted.hang,
     )
 
 
-class HttpError(Strict):
-    """An HTTP error instead of the turn's answer, for its first `times` attempts (every
-    attempt when unset); `body` replaces the wire format's own error object."""
-
-    status: int = Field(ge=400, le=599, description="The HTTP status returned.")
-    body: dict[str, Any] | str | None = Field(
-        None,
-        description="The response body: an object is sent as JSON, a string as text; default: "
-        "the wire format's own error object.",
-    )
-    headers: dict[str, str] = Field(
-        default_factory=dict, description="Headers added to the response (e.g. retry-after)."
-    )
-    times: int | None = Field(
-        None, ge=1, description="How many attempts at this turn fail; unset: every attempt."
-    )
+def _position(session: ScriptedSession, results: int) -> tuple[int, int]:
+    """(turn, number of calls before it) once `results` tool results are in."""
+    turn = calls = 0
+    while turn < len(session.turns) and session.turns[turn].run and calls < results:
+        calls += len(session.turns[turn].run)
+        turn += 1
+    if session.endless and calls < results:
+        width = len(session.turns[-1].run)
+        again = -(-(results - calls) // width)  # ceiling: a partial turn counts as played
+        turn, calls = turn + again, calls + again * width
+    return turn, calls
 
 
-class Hang(Strict):
-    """A delay of `secs` before the turn's answer (`at: start`) or after its first streamed
-    event (`at: stream`; a plain answer is delayed whole), for its first `times` attempts
-    (every attempt when unset)."""
-
-    secs: float = Field(gt=0, le=3600, description="How long the answer waits.")
-    at: Literal["start", "stream"] = Field(
-        "start",
-        description="start: before the answer; stream: after its first streamed event (a "
-        "plain answer is delayed whole).",
-    )
-    times: int | None = Field(
-        None, ge=1, description="How many attempts at this turn hang; unset: every attempt."
-    )
+def _calls_before(session: ScriptedSession, turn: int) -> int:
+    """The calls of the turns before position `turn`: the results that lead to it."""
+    calls = sum(len(t.run) for t in session.turns[:turn])
+    if session.endless and turn > len(session.turns):
+        calls += (turn - len(session.turns)) * len(session.turns[-1].run)
+    return calls
 
 
-class Turn(Strict):
-    """One model answer: text (`say`), then the shell commands it calls, in this order."""
-
-    say: str | None = Field(None, description="Text the model says before its calls.")
-    run: list[str] = Field(
-        default_factory=list,
-        description="Shell commands called at once, in this order; none: the final answer.",
-    )
-    usage: Usage | None = Field(
-        None, description="Token figures; by default 1000 + 100 a turn in, 20 (10 for text) out."
-    )
-    error: HttpError | None = Field(None, description="Answer with an HTTP error instead.")
-    hang: Hang | None = Field(None, description="Delay the answer, or stall its stream.")
-
-    @model_validator(mode="after")
-    def _says_or_runs(self) -> Turn:
-        if self.say is None and not self.run:
-            raise ValueError("a turn needs `say` (text), `run` (commands) or both")
-        return self
-
-
-class ScriptedSession(Strict):
-    """A scripted model session: its turns, and what comes after them."""
-
-    format: Literal[1] = Field(1, description="Version of this format.")
-    turns: list[Turn] = Field(
-        default_factory=list,
-        description="The model's answers in order; only the last may call no command.",
-    )
-    endless: bool = Field(
-        False,
-        description="After its turns, play the last one again and again and never answer "
-        "(a turn limit or the timeout must stop the agent).",
-    )
-    side_usage: Usage | None = Field(
-        None, description="Token figures of side requests (titles, summaries, compaction)."
-    )
-
-    @field_validator("turns")
-    @classmethod
-    def _reachable(cls, turns: list[Turn]) -> list[Turn]:
-        for index, turn in enumerate(turns[:-1]):
-            if not turn.run:
-                raise ValueError(
-                    f"turn {index + 1} calls no command, so it ends the agent's loop and the "
-                    "turns after it are never played: give it `run:` or make it the last turn"
-                )
-        return turns
-
-    @model_validator(mode="after")
-    def _repeatable(self) -> ScriptedSession:
-        if self.endless and (not self.turns or not self.turns[-1].run):
-            raise ValueError("an endless session repeats its last turn, which must `run:` commands")
-        return self
-
-    @classmethod
-    def of_solution(cls, commands: list[str]) -> ScriptedSession:
-        """The default session: one solution command per turn, then the final answer."""
-        return cls(turns=[Turn(run=[command]) for command in commands])
-
-    def reply(
-        self, tools: list[tuple[str, dict[str, Any]]], results: int, played: int = 0
-    ) -> Reply:
-        """The answer to a request offering `tools` whose conversation holds `results` tool
-        results after a marker of `played` turns (0: no marker)."""
-        turn, first_call = self._position(self._calls_before(played) + results)
-        before = self._turn(turn - 1) if turn else None
-        final = Reply(
-            turn=turn,
-            side=False,
-            text=FINAL_TEXT,
-            commands=(),
-            tool=None,
-            arguments=(),
-            usage=default_usage(turn, calls=False),
-            first_call=first_call,
-            previous_calls=len(before.run) if before else 0,
-        )
-        shell = next(((n, s) for n, s in tools if n in SHELL_TOOLS), None)
-        if shell is None:
-            text = f"{TITLE_TEXT} {played_marker(turn)}" if turn else TITLE_TEXT
-            return replace(final, side=True, text=text, usage=self.side_usage or final.usage)
-        scripted = self._turn(turn)
-        if scripted is None:
-            return final
-        name, schema = shell
-        return replace(
-            final,
-            text=scripted.say,
-            commands=tuple(scripted.run),
-            tool=name,
-            arguments=tuple(shell_arguments(name, schema, c) for c in scripted.run),
-            usage=scripted.usage or default_usage(turn, calls=bool(scripted.run)),
-            error=scripted.error,
-            hang=scripted.hang,
-        )
-
-    def _position(self, results: int) -> tuple[int, int]:
-        """(turn, number of calls before it) once `results` tool results are in."""
-        turn = calls = 0
-        while turn < len(self.turns) and self.turns[turn].run and calls < results:
-            calls += len(self.turns[turn].run)
-            turn += 1
-        if self.endless and calls < results:
-            width = len(self.turns[-1].run)
-            again = -(-(results - calls) // width)  # ceiling: a partial turn counts as played
-            turn, calls = turn + again, calls + again * width
-        return turn, calls
-
-    def _calls_before(self, turn: int) -> int:
-        """The calls of the turns before position `turn`: the results that lead to it."""
-        calls = sum(len(t.run) for t in self.turns[:turn])
-        if self.endless and turn > len(self.turns):
-            calls += (turn - len(self.turns)) * len(self.turns[-1].run)
-        return calls
-
-    def _turn(self, turn: int) -> Turn | None:
-        """The turn played at position `turn`; None for the final answer."""
-        if turn < len(self.turns):
-            return self.turns[turn]
-        return self.turns[-1] if self.endless else None
+def _turn(session: ScriptedSession, turn: int) -> Turn | None:
+    """The turn played at position `turn`; None for the final answer."""
+    if turn < len(session.turns):
+        return session.turns[turn]
+    return session.turns[-1] if session.endless else None
 
 
 def played_marker(turns: int) -> str:
@@ -232,10 +127,10 @@ def played_in(text: str) -> int:
     return max((int(m) for m in PLAYED.findall(text)), default=0)
 
 
-def default_usage(turn: int, *, calls: bool) -> Usage:
+def default_usage(turn: int, *, calls: bool) -> TurnUsage:
     """The fixed figures of a turn that chooses none: the same on every machine."""
     output = OUTPUT_TOKENS_TOOL if calls else OUTPUT_TOKENS_TEXT
-    return Usage(input=INPUT_TOKENS_BASE + INPUT_TOKENS_PER_TURN * turn, output=output)
+    return TurnUsage(input=INPUT_TOKENS_BASE + INPUT_TOKENS_PER_TURN * turn, output=output)
 
 
 @dataclass(frozen=True)
@@ -248,7 +143,7 @@ class Reply:
     commands: tuple[str, ...]
     tool: str | None
     arguments: tuple[dict[str, Any], ...]
-    usage: Usage
+    usage: TurnUsage
     first_call: int  # calls played before this turn: call ids number on from it
     error: HttpError | None = None
     hang: Hang | None = None

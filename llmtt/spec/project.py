@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import ValidationError
 
+from llmtt import registry
 from llmtt.errors import ConfigError, LlmttError, Problem
 from llmtt.spec.config import Config, MatrixSpec, TargetSpec, load_config
 from llmtt.spec.loading import Loc, dotted, line_of, problems_from
@@ -266,10 +267,9 @@ def unknown_variant(config: Config, name: str) -> str | None:
 
 def _matrix_problems(project: Project, config_lines: dict[Loc, int]) -> list[Problem]:
     """Agents and variants, in llmtt.toml's matrix or a scenario's, that name nothing."""
-    from llmtt.agents.registry import known_agents, unknown_agent
-
     config = project.config
-    agents = known_agents(config)
+    own = {name for name, settings in config.agents.items() if settings.command is not None}
+    agents = set(registry.names("agent")) | own
     toml = project.root / "llmtt.toml"
     places: list[tuple[Path, dict[Loc, int], MatrixSpec | ScenarioMatrix]]
     places = [(toml, config_lines, config.matrix)]
@@ -280,7 +280,7 @@ def _matrix_problems(project: Project, config_lines: dict[Loc, int]) -> list[Pro
             if name not in agents:
                 loc: Loc = ("matrix", "agents", index)
                 problems.append(
-                    Problem(path, line_of(lines, loc), dotted(loc), unknown_agent(name))
+                    Problem(path, line_of(lines, loc), dotted(loc), registry.unknown("agent", name))
                 )
         for index, name in enumerate(matrix.variants or []):
             message = unknown_variant(config, name)
@@ -296,7 +296,7 @@ def _matrix_problems(project: Project, config_lines: dict[Loc, int]) -> list[Pro
         if settings.command is None and name not in agents:
             loc = ("agents", name)
             line = line_of(config_lines, loc, key=True)
-            problems.append(Problem(toml, line, dotted(loc), unknown_agent(name)))
+            problems.append(Problem(toml, line, dotted(loc), registry.unknown("agent", name)))
     return problems
 
 
@@ -359,13 +359,11 @@ def _cross_check(project: Project) -> list[Problem]:
 
 def _evaluator_problems(project: Project, scenario: LoadedScenario) -> list[Problem]:
     """Each evaluator's type is known and its config is what that evaluator takes."""
-    from llmtt.evaluation.evaluators.registry import evaluator_class
-
     problems: list[Problem] = []
     for i, spec in enumerate(scenario.spec.evaluation.evaluators):
         where: Loc = ("evaluation", "evaluators", i)
         try:
-            cls = evaluator_class(spec.type, project.config.evaluators, project.root)
+            cls = registry.load("evaluator", spec.type, project.config.evaluators, project.root)
         except LlmttError as exc:
             line = line_of(scenario.lines, (*where, "type"))
             problems.append(Problem(scenario.path, line, dotted((*where, "type")), str(exc)))

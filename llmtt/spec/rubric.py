@@ -8,11 +8,11 @@ from pydantic import Field, field_validator
 
 from llmtt.errors import ConfigError
 from llmtt.spec.config import Strict
+from llmtt.spec.gates import NAME_RE
 from llmtt.spec.loading import dotted, line_of, read_yaml, validate
-from llmtt.spec.scenario import NAME_RE
 
 
-class Criterion(Strict):
+class RubricCriterion(Strict):
     """One thing the judge scores, from 0 to 1."""
 
     id: str = Field(description="Its key in the judge's `scores`; unique in the rubric.")
@@ -49,7 +49,7 @@ class Rubric(Strict):
 
     name: str | None = Field(None, description="A name for people; not read by llmtt.")
     description: str = Field("", description="What the rubric is for; not read by llmtt.")
-    criteria: list[Criterion] = Field(
+    criteria: list[RubricCriterion] = Field(
         min_length=1, description="What the judge scores, each from 0 to 1."
     )
     output: RubricOutput = Field(
@@ -58,7 +58,7 @@ class Rubric(Strict):
 
     @field_validator("criteria")
     @classmethod
-    def _weights_and_ids(cls, criteria: list[Criterion]) -> list[Criterion]:
+    def _weights_and_ids(cls, criteria: list[RubricCriterion]) -> list[RubricCriterion]:
         total = sum(c.weight for c in criteria)
         if criteria and abs(total - 1.0) > 0.01:
             raise ValueError(f"criteria weights must sum to 1 (+/- 0.01), they sum to {total:g}")

@@ -774,7 +774,7 @@ def _paid_model(model: str | None) -> bool:
 def _paid_agent(project: Project, run: Run) -> bool:
     from llmtt.agents.registry import make_agent
 
-    return _paid_model(run.model) and not make_agent(project, run.agent).free
+    return _paid_model(run.model) and not make_agent(project.config, project.root, run.agent).free
 
 
 def _agent_cost_hold(project: Project, run: Run) -> float:

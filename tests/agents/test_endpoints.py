@@ -144,7 +144,8 @@ def test_only_the_models_own_key_is_required(
         '\n[models.house]\napi_key_env = "GW_KEY"\n'
         '\n[models.local]\napi_base = "http://127.0.0.1:9/v1"\n',
     )
-    said = make_agent(load_project(project.root), agent).unavailable(model)
+    loaded = load_project(project.root)
+    said = make_agent(loaded.config, loaded.root, agent).unavailable(model)
     if expected is None:
         assert said is None
     else:
@@ -160,13 +161,15 @@ def test_an_agent_is_given_its_models_key_and_no_other_providers(
     monkeypatch.setenv("OPENAI_API_KEY", "openai-key")
     monkeypatch.setenv("GW_KEY", "gw-key")
     project = load_project(_project(tmp_path, '\n[models.house]\napi_key_env = "GW_KEY"\n').root)
-    opencode = make_agent(project, "opencode")
+    opencode = make_agent(project.config, project.root, "opencode")
     assert opencode.passed_env("anthropic/claude-sonnet-4-5") == {
         "ANTHROPIC_API_KEY": "anthropic-key"
     }
     assert opencode.passed_env("house") == {"GW_KEY": "gw-key"}
     assert opencode.passed_env("scripted") == {}
-    assert make_agent(project, "codex").passed_env("gpt-5") == {"OPENAI_API_KEY": "openai-key"}
+    assert make_agent(project.config, project.root, "codex").passed_env("gpt-5") == {
+        "OPENAI_API_KEY": "openai-key"
+    }
 
 
 def _agent_keys(project: Project, agent: str) -> dict[str, str]:
@@ -224,7 +227,8 @@ def test_the_litellm_agent_refuses_a_model_whose_key_is_nowhere(
 ) -> None:
     monkeypatch.delenv("GW_KEY", raising=False)
     project = _project(tmp_path, '\n[models.house]\nlitellm = "openai/h"\napi_key_env = "GW_KEY"\n')
-    agent = make_agent(load_project(project.root), "litellm")
+    loaded = load_project(project.root)
+    agent = make_agent(loaded.config, loaded.root, "litellm")
     said = agent.unavailable("house")
     assert said == "litellm with model 'house': no API key: set GW_KEY ([models.house] api_key_env)"
     assert agent.unavailable("scripted") is None

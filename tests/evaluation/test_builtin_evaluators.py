@@ -15,7 +15,6 @@ from pydantic import ValidationError
 
 from llmtt.evaluation.evaluators import rule_based
 from llmtt.evaluation.evaluators.base import (
-    Criterion,
     EvaluationInput,
     EvaluationResult,
     Evaluator,
@@ -33,6 +32,7 @@ from llmtt.evaluation.evaluators.registry import evaluator_class, installed
 from llmtt.evaluation.evaluators.rule_based import RuleBasedEvaluator
 from llmtt.evaluation.evaluators.sentiment import SentimentEvaluator, afinn_165, analyse, tokens
 from llmtt.evaluation.evaluators.tool_usage import ToolUsageEvaluator
+from llmtt.spec.evaluation import Criterion
 
 # The inputSnapshot of AgentDock's documented runs.
 PROMPT = "Hello, what can you do for me? And find weather in London."

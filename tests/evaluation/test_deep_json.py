@@ -14,8 +14,8 @@ from llmtt.evaluation.evaluators.llm_judge import parse
 from llmtt.evaluation.gates import GateContext, run_gates
 from llmtt.evaluation.judge import parse_answer
 from llmtt.evaluation.scripts import json_object
+from llmtt.spec.gates import Gate
 from llmtt.spec.rubric import Rubric
-from llmtt.spec.scenario import Gate
 
 DEPTH = 100_000
 DEEP = "[" * DEPTH + "]" * DEPTH

@@ -11,13 +11,8 @@ import json
 import pytest
 from conftest import GIT_TOML, Project
 
-from llmtt.evaluation.evaluators.base import (
-    Criterion,
-    EvaluationResult,
-    normalise,
-    overall_score,
-    pass_fail,
-)
+from llmtt.evaluation.evaluators.base import EvaluationResult, normalise, overall_score, pass_fail
+from llmtt.spec.evaluation import Criterion
 
 EVALUATORS = """\
 from llmtt.evaluation.evaluators.base import (

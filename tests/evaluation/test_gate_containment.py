@@ -13,7 +13,7 @@ from conftest import GIT_TOML, Project
 from pydantic import TypeAdapter
 
 from llmtt.evaluation.gates import GateContext, run_gates
-from llmtt.spec.scenario import FileContains, FileExists, FileMatches, Gate
+from llmtt.spec.gates import FileContains, FileExists, FileMatches, Gate
 
 GATE = TypeAdapter(Gate)
 

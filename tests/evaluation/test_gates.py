@@ -11,7 +11,7 @@ from pydantic import TypeAdapter
 
 from llmtt.evaluation.gates import GateContext, check_assertion, run_gates
 from llmtt.evaluation.interaction import TargetCommand
-from llmtt.spec.scenario import Gate
+from llmtt.spec.gates import Gate
 
 GATE = TypeAdapter(Gate)
 

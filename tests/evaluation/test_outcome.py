@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from llmtt.evaluation.outcome import composite_score, decide
-from llmtt.spec.scenario import CompositeSpec
+from llmtt.spec.evaluation import CompositeSpec
 
 
 def gate(index: int, passed: bool) -> dict[str, Any]:

@@ -18,8 +18,9 @@ from llmtt.evaluation.gates import GateContext, run_gates
 from llmtt.plan import cache as plancache
 from llmtt.plan.runs import build_plan
 from llmtt.spec.config import TargetSpec
+from llmtt.spec.gates import Gate
 from llmtt.spec.project import load_project
-from llmtt.spec.scenario import Gate, Scenario
+from llmtt.spec.scenario import Scenario
 from llmtt.spec.selection import Selection
 
 TOML = GIT_TOML + 'env.TOOL_HOME_HINT = "from-the-target"\n'

@@ -14,13 +14,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmtt.providers import ResolvedModel
+from llmtt.spec.evaluation import Criterion
 
-Scale = Literal["binary", "likert5", "numeric", "pass/fail", "string"]
 Score = float | int | bool | str | None
 
 
@@ -44,22 +44,6 @@ class ModelEvaluatorConfig(OneCriterionConfig):
         description="A [models.X] name or litellm's name; default: [judge] model, else "
         "LLMTT_JUDGE.",
     )
-
-
-class Criterion(BaseModel):
-    """What is measured: its name, what it means, its scale and its weight in the overall
-    score (a weight counts once per result, as AgentDock counts it)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str = Field(min_length=1, description="Unique within the scenario.")
-    description: str = Field("", description="What the criterion means (the judge reads it).")
-    scale: Scale = Field(
-        "numeric",
-        description="binary / pass/fail (true or false), likert5 (1-5), numeric (0-1 or "
-        "0-100), string (not part of the overall score).",
-    )
-    weight: float = Field(1.0, gt=0, allow_inf_nan=False, description="Weight in the overall.")
 
 
 @dataclass(frozen=True)
@@ -122,6 +106,7 @@ class Evaluator(ABC):
     (None once a cost is unknown).
     """
 
+    plugin_kind: ClassVar[str] = "evaluator"  # what the registry accepts under `llmtt.evaluators`
     type: ClassVar[str]
     Config: ClassVar[builtins.type[EvaluatorConfig]] = EvaluatorConfig  # `type` is the id here
     calls_model: ClassVar[bool] = False

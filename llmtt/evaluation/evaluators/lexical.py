@@ -26,7 +26,6 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from llmtt.evaluation.evaluators.base import (
-    Criterion,
     EvaluationInput,
     EvaluationResult,
     OneCriterionConfig,
@@ -34,6 +33,7 @@ from llmtt.evaluation.evaluators.base import (
     Score,
     pass_fail,
 )
+from llmtt.spec.evaluation import Criterion
 
 # ---------------------------------------------------------------------------------------------
 # Shared helpers

@@ -19,7 +19,6 @@ from typing import Any
 from pydantic import Field
 
 from llmtt.evaluation.evaluators.base import (
-    Criterion,
     EvaluationInput,
     EvaluationResult,
     ModelEvaluatorConfig,
@@ -28,6 +27,7 @@ from llmtt.evaluation.evaluators.base import (
 )
 from llmtt.evaluation.evaluators.lexical import field_value
 from llmtt.providers import ProviderStop, answer_text, complete
+from llmtt.spec.evaluation import Criterion
 
 SYSTEM = "You are an expert evaluator. Respond in JSON format using the provided schema."
 TEMPLATE = """\

@@ -15,7 +15,6 @@ from typing import Any
 from pydantic import Field
 
 from llmtt.evaluation.evaluators.base import (
-    Criterion,
     EvaluationInput,
     EvaluationResult,
     ModelEvaluatorConfig,
@@ -24,6 +23,7 @@ from llmtt.evaluation.evaluators.base import (
 )
 from llmtt.evaluation.evaluators.lexical import TextField, field_text, no_text
 from llmtt.providers import import_litellm
+from llmtt.spec.evaluation import Criterion
 
 
 class NlpAccuracyConfig(ModelEvaluatorConfig):

@@ -16,7 +16,6 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import Field, field_validator, model_validator
 
 from llmtt.evaluation.evaluators.base import (
-    Criterion,
     EvaluationInput,
     EvaluationResult,
     Evaluator,
@@ -24,6 +23,7 @@ from llmtt.evaluation.evaluators.base import (
     pass_fail,
 )
 from llmtt.evaluation.evaluators.lexical import FIELD_HELP, TextField, field_text, no_text
+from llmtt.spec.evaluation import Criterion
 
 REGEX_TIMEOUT_SECS = 1.0  # one search of one rule's pattern in one text
 

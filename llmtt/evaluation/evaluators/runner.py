@@ -13,7 +13,6 @@ from typing import Any, Protocol
 
 from llmtt.errors import LlmttError
 from llmtt.evaluation.evaluators.base import (
-    Criterion,
     EvaluationInput,
     EvaluationResult,
     Evaluator,
@@ -27,7 +26,7 @@ from llmtt.evaluation.shell.target_commands import TargetCommand
 from llmtt.events import Event, Message
 from llmtt.providers import resolve_model, spending_refusal
 from llmtt.spec.config import ModelSpec
-from llmtt.spec.scenario import EvaluatorSpec
+from llmtt.spec.evaluation import Criterion, EvaluatorSpec
 from llmtt.util.atomic import write_json
 from llmtt.util.hashing import hash_value
 

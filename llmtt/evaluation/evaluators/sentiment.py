@@ -18,7 +18,6 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from llmtt.evaluation.evaluators.base import (
-    Criterion,
     EvaluationInput,
     EvaluationResult,
     OneCriterionConfig,
@@ -33,6 +32,7 @@ from llmtt.evaluation.evaluators.lexical import (
     fraction_score,
     no_text,
 )
+from llmtt.spec.evaluation import Criterion
 
 LEXICON = "AFINN-en-165.txt"  # in the afinn package's data folder
 

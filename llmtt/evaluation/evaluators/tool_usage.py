@@ -22,7 +22,6 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from llmtt.evaluation.evaluators.base import (
-    Criterion,
     EvaluationInput,
     EvaluationResult,
     Evaluator,
@@ -36,6 +35,7 @@ from llmtt.evaluation.evaluators.rule_based import (
     score_by_rule,
     search,
 )
+from llmtt.spec.evaluation import Criterion
 
 
 class ToolRule(CriterionRule):

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from llmtt.evaluation.shell.parser import Script
+from llmtt.evaluation.shell.syntax import ShellScript, Token, Word
 
 # Longest first: an operator is the longest of these the text starts with.
 OPERATORS = (
@@ -33,31 +30,8 @@ class ShellSyntaxError(ValueError):
     """A line this lexer cannot read: an unbalanced quote, a `$(` without `)`, …"""
 
 
-@dataclass(frozen=True)
-class Word:
-    """One word of a line: as written, and its value with quotes and escapes removed."""
-
-    text: str
-    value: str  # expansions ($x, $(…), ${…}) are kept as written
-    start: int  # offsets in the source the word was read from
-    end: int
-    plain: bool  # no quote, escape or expansion: may be a reserved word such as `if` or `{`
-    substitutions: tuple[Script, ...] = ()
-
-
-@dataclass(frozen=True)
-class Token:
-    """A word, an operator, a redirection operator, a newline or the end of the line."""
-
-    kind: str  # "word", "op", "redirect", "newline", "end"
-    text: str  # for a redirection, the operator without its file descriptor
-    start: int
-    end: int
-    word: Word | None = None
-
-
 # Parses what follows `$(` (up to and with its `)`) when `closed`, else a whole lexer's text.
-Nested = Callable[["Lexer", bool], "Script"]
+Nested = Callable[["Lexer", bool], ShellScript]
 
 
 class Lexer:
@@ -156,7 +130,7 @@ class Lexer:
     def _word(self) -> Word:
         start, src = self.pos, self.src
         value: list[str] = []
-        subs: list[Script] = []
+        subs: list[ShellScript] = []
         plain = True
         while self.pos < len(src):
             char = src[self.pos]
@@ -191,7 +165,7 @@ class Lexer:
         self.pos = min(self.pos, len(src))
         return Word(src[start : self.pos], "".join(value), start, self.pos, plain, tuple(subs))
 
-    def _double_quoted(self, value: list[str], subs: list[Script]) -> None:
+    def _double_quoted(self, value: list[str], subs: list[ShellScript]) -> None:
         src = self.src
         self.pos += 1
         while self.pos < len(src):
@@ -210,7 +184,7 @@ class Lexer:
                 self.pos += 1
         raise ShellSyntaxError("unterminated double quote")
 
-    def _expansion(self, value: list[str], subs: list[Script], *, quoted: bool) -> None:
+    def _expansion(self, value: list[str], subs: list[ShellScript], *, quoted: bool) -> None:
         """`$…` or a backquote at `pos`: its text goes into the value, its commands into subs."""
         src, start = self.src, self.pos
         if src[start] == "`":
@@ -276,7 +250,7 @@ class Lexer:
                 i += 1
         raise ShellSyntaxError("unterminated $'…' quote")
 
-    def _backquoted(self) -> Script:
+    def _backquoted(self) -> ShellScript:
         src, i = self.src, self.pos + 1
         inner: list[str] = []
         while i < len(src) and src[i] != "`":
@@ -302,7 +276,7 @@ class Lexer:
             "word", text, start, self.pos, Word(text, text, start, self.pos, False, (script,))
         )
 
-    def _array(self, value: list[str], subs: list[Script]) -> None:
+    def _array(self, value: list[str], subs: list[ShellScript]) -> None:
         """`NAME=(a "b c" $(d))`: read up to the closing `)` as part of the word."""
         start = self.pos
         self.pos += 1

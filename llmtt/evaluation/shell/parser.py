@@ -11,73 +11,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-from llmtt.evaluation.shell.lexer import Lexer, ShellSyntaxError, Token, Word
+from llmtt.evaluation.shell.lexer import Lexer, ShellSyntaxError
+from llmtt.evaluation.shell.syntax import (
+    AndOr,
+    Command,
+    Compound,
+    Pipeline,
+    Redirect,
+    ShellScript,
+    Simple,
+    Token,
+    Word,
+)
 
 MAX_DEPTH = 40  # nested subshells, groups and substitutions; agents' lines use a handful
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 _CASE_ENDS = frozenset({";;", ";&", ";;&"})
 
 
-@dataclass(frozen=True)
-class Redirect:
-    """`>`, `2>&1`, `<<EOF`, … and the word it applies to."""
-
-    op: str
-    target: Word
-
-
-@dataclass(frozen=True)
-class Simple:
-    """A simple command: assignments, then its words (the first is the command word)."""
-
-    assignments: tuple[Word, ...]
-    words: tuple[Word, ...]
-    redirects: tuple[Redirect, ...]
-    text: str  # as written, from its first token to its last
-    start: int  # offset of `text` in the source its words' offsets refer to
-
-
-@dataclass(frozen=True)
-class Compound:
-    """`( … )`, `{ …; }`, `if`, `while`, `until`, `for`, `select`, `case`, `[[`, `((`,
-    or a function definition (`kind` "function"), with the scripts inside it."""
-
-    kind: str
-    bodies: tuple[Script, ...]
-    words: tuple[Word, ...]  # words of its header (`for x in …`, `case … in`, `[[ … ]]`)
-    redirects: tuple[Redirect, ...]
-
-
-Command = Simple | Compound
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """Commands joined by `|` or `|&`, optionally negated by `!`."""
-
-    commands: tuple[Command, ...]
-    negated: bool
-
-
-@dataclass(frozen=True)
-class AndOr:
-    """Pipelines joined by `&&` and `||`; `background` when `&` ends it."""
-
-    pipelines: tuple[Pipeline, ...]
-    operators: tuple[str, ...]
-    background: bool
-
-
-@dataclass(frozen=True)
-class Script:
-    """A list: and-or chains run one after the other (`;`, `&`, newline)."""
-
-    items: tuple[AndOr, ...]
-
-
-def parse(line: str) -> Script:
+def parse(line: str) -> ShellScript:
     """The structure of `line`; ShellSyntaxError when bash could not read it either."""
     try:
         return _nested(Lexer(line, _nested), False)
@@ -85,7 +38,7 @@ def parse(line: str) -> Script:
         raise ShellSyntaxError(f"nested deeper than {MAX_DEPTH} levels") from None
 
 
-def _nested(lexer: Lexer, closed: bool) -> Script:
+def _nested(lexer: Lexer, closed: bool) -> ShellScript:
     """A script read from `lexer` up to its `)` (`closed`) or to its end."""
     lexer.depth += 1
     if lexer.depth > MAX_DEPTH:
@@ -100,7 +53,7 @@ def _nested(lexer: Lexer, closed: bool) -> Script:
     return script
 
 
-def commands(script: Script) -> Iterator[Command]:
+def commands(script: ShellScript) -> Iterator[Command]:
     """Every command of `script` in order, with those inside compound commands (not those in
     command substitutions)."""
     for item in script.items:
@@ -141,14 +94,14 @@ class _Parser:
             raise ShellSyntaxError(f"expected {wanted}, found {token.text or 'the end'!r}")
         return token.word
 
-    def script(self, closers: frozenset[str]) -> Script:
+    def script(self, closers: frozenset[str]) -> ShellScript:
         """And-or chains up to one of `closers` (an operator or a reserved word), not taken."""
         items: list[AndOr] = []
         while True:
             self._newlines()
             token = self.peek()
             if token.kind == "end" or _closes(token, closers):
-                return Script(tuple(items))
+                return ShellScript(tuple(items))
             pipelines, operators = self._and_or()
             token = self.peek()
             background = token.kind == "op" and token.text == "&"
@@ -264,12 +217,12 @@ class _Parser:
 
     # Readers of the compound commands that start with a reserved word (taken already).
 
-    def _group(self) -> tuple[str, tuple[Script, ...], tuple[Word, ...]]:
+    def _group(self) -> tuple[str, tuple[ShellScript, ...], tuple[Word, ...]]:
         body = self.script(frozenset({"}"}))
         self.expect_word("}")
         return "{", (body,), ()
 
-    def _if(self) -> tuple[str, tuple[Script, ...], tuple[Word, ...]]:
+    def _if(self) -> tuple[str, tuple[ShellScript, ...], tuple[Word, ...]]:
         bodies = []
         word = "if"
         while word in ("if", "elif"):
@@ -284,18 +237,18 @@ class _Parser:
             raise ShellSyntaxError(f"expected 'fi', found {word!r}")
         return "if", tuple(bodies), ()
 
-    def _loop(self) -> tuple[str, tuple[Script, ...], tuple[Word, ...]]:
+    def _loop(self) -> tuple[str, tuple[ShellScript, ...], tuple[Word, ...]]:
         condition = self.script(frozenset({"do"}))
         return "while", (condition, self._do_done()), ()
 
-    def _do_done(self) -> Script:
+    def _do_done(self) -> ShellScript:
         self._newlines()
         self.expect_word("do")
         body = self.script(frozenset({"done"}))
         self.expect_word("done")
         return body
 
-    def _for(self) -> tuple[str, tuple[Script, ...], tuple[Word, ...]]:
+    def _for(self) -> tuple[str, tuple[ShellScript, ...], tuple[Word, ...]]:
         words: list[Word] = []
         token = self.peek()
         if token.kind == "op" and token.text == "(":  # for (( i = 0; i < 3; i++ ))
@@ -315,11 +268,11 @@ class _Parser:
             self.take()
         return "for", (self._do_done(),), tuple(words)
 
-    def _case(self) -> tuple[str, tuple[Script, ...], tuple[Word, ...]]:
+    def _case(self) -> tuple[str, tuple[ShellScript, ...], tuple[Word, ...]]:
         words = [self.expect_word()]
         self._newlines()
         self.expect_word("in")
-        bodies: list[Script] = []
+        bodies: list[ShellScript] = []
         while True:
             self._newlines()
             if _is(self.peek(), "esac"):
@@ -336,7 +289,7 @@ class _Parser:
             if (token := self.peek()).kind == "op" and token.text in _CASE_ENDS:
                 self.take()
 
-    def _test(self) -> tuple[str, tuple[Script, ...], tuple[Word, ...]]:
+    def _test(self) -> tuple[str, tuple[ShellScript, ...], tuple[Word, ...]]:
         """`[[ … ]]`: its `&&`, `<`, `(` are the test's own, not the shell's."""
         words = []
         while not _is(token := self.take(), "]]"):
@@ -346,7 +299,7 @@ class _Parser:
                 words.append(token.word)
         return "[[", (), tuple(words)
 
-    def _function_keyword(self) -> tuple[str, tuple[Script, ...], tuple[Word, ...]]:
+    def _function_keyword(self) -> tuple[str, tuple[ShellScript, ...], tuple[Word, ...]]:
         name = self.expect_word()
         if (token := self.peek()).kind == "op" and token.text == "(":
             self.take()
@@ -379,5 +332,5 @@ def _closes(token: Token, closers: frozenset[str]) -> bool:
     return token.word is not None and token.word.plain and token.text in closers
 
 
-def _single(command: Command) -> Script:
-    return Script((AndOr((Pipeline((command,), False),), (), False),))
+def _single(command: Command) -> ShellScript:
+    return ShellScript((AndOr((Pipeline((command,), False),), (), False),))

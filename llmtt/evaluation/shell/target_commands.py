@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING
 import regex
 
 from llmtt.errors import ConfigError
-from llmtt.evaluation.shell.lexer import ShellSyntaxError, Word
-from llmtt.evaluation.shell.parser import (
+from llmtt.evaluation.shell.lexer import ShellSyntaxError
+from llmtt.evaluation.shell.parser import commands, parse
+from llmtt.evaluation.shell.syntax import (
     AndOr,
     Command,
     Compound,
     Pipeline,
-    Script,
+    ShellScript,
     Simple,
-    commands,
-    parse,
+    Word,
 )
 
 if TYPE_CHECKING:
@@ -249,7 +249,7 @@ def target_commands(
     return walk.found
 
 
-def rough_split(line: str) -> Script:
+def rough_split(line: str) -> ShellScript:
     """A line the lexer cannot read, cut at every `;`, `&`, `|` and newline wherever they
     stand (quoted or not), each piece's words split at white space."""
     items = []
@@ -266,7 +266,7 @@ def rough_split(line: str) -> Script:
         split = next((i for i, w in enumerate(words) if not _ASSIGNMENT.match(w.text)), len(words))
         simple = Simple(tuple(words[:split]), tuple(words[split:]), (), text, start)
         items.append(AndOr((Pipeline((simple,), False),), (), False))
-    return Script(tuple(items))
+    return ShellScript(tuple(items))
 
 
 @dataclass
@@ -278,7 +278,7 @@ class _Walk:
     found: list[TargetCommand] = field(default_factory=list)
     pipefail: bool = False
 
-    def certain(self, script: Script, code: int | None) -> int | None:
+    def certain(self, script: ShellScript, code: int | None) -> int | None:
         """The line's exit code, or None when something in the line makes it uncertain whose
         it is: a command that ends or redirects the flow, a function definition, or
         errexit (`set -e`) with a non-zero exit. Notes pipefail for the pipelines."""
@@ -297,7 +297,7 @@ class _Walk:
                     return None
         return code
 
-    def script(self, script: Script, code: int | None) -> None:
+    def script(self, script: ShellScript, code: int | None) -> None:
         last = len(script.items) - 1
         for i, item in enumerate(script.items):
             self.and_or(item, code if i == last and not item.background else None)

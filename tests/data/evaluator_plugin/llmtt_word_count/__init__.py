@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from llmtt.evaluation.evaluators.base import (
-    Criterion,
     EvaluationInput,
     EvaluationResult,
     Evaluator,
     EvaluatorConfig,
     pass_fail,
 )
+from llmtt.spec.evaluation import Criterion
 
 
 class WordCountConfig(EvaluatorConfig):

@@ -339,7 +339,7 @@ def budget(root: Path, limit: float = 0.1) -> list[tuple[str, str, str, bool]]:
     """Eight paid runs under -n 4 against a local fake paid model, half without cost.max_usd
     and with a stale, too-low estimate, while other doit commands run: total spend against the
     budget plus the bound."""
-    from llmtt.scripted import ScriptedServer
+    from llmtt.scripted.server import ScriptedServer
 
     steps = [f"sleep 0.2; echo {i}" for i in range(20)]  # 21 turns, $0.046 a run
     with ScriptedServer(steps) as provider:

@@ -19,10 +19,7 @@ import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from llmtt.spec.project import Project
+from typing import Any
 
 MASK = "[REDACTED]"
 GRAM = 8
@@ -102,34 +99,6 @@ class Redactor:
         self._values = _compile(self._secrets)
         self._done: dict[str, str] = {}
 
-    @classmethod
-    def of(cls, project: Project) -> Redactor:
-        """The redactor of a project: every env table of its llmtt.toml and scenarios, and the
-        variables its models read their keys from. Made once per project and environment (a
-        run asks for it about ten times), again when the process environment changed."""
-        environ = tuple(sorted(os.environ.items()))
-        shared = _SHARED.get(id(project))
-        if shared is not None and shared[0] is project and shared[1] == environ:
-            return shared[2]
-        made = cls._of(project)
-        if len(_SHARED) >= 8:
-            _SHARED.clear()
-        _SHARED[id(project)] = (project, environ, made)
-        return made
-
-    @classmethod
-    def _of(cls, project: Project) -> Redactor:
-        from llmtt.spec.config import TargetSpec
-
-        config = project.config
-        envs = [config.target.env]
-        envs += [t.env for t in config.targets.values()]
-        envs += [a.env for a in config.agents.values()]
-        inline = [s.spec.target for s in project.scenarios]
-        envs += [t.env for t in inline if isinstance(t, TargetSpec)]
-        names = [m.api_key_env for m in config.models.values() if m.api_key_env]
-        return cls(*envs, names=names)
-
     def fingerprint(self, salt: bytes) -> str:
         """What tells this redactor's secrets from another set, safe to keep in a file: a slow
         salted hash of all of them, so that a weak one cannot be guessed from it."""
@@ -179,8 +148,6 @@ class Redactor:
 
 
 _PLAIN = frozenset({int, float, bool})
-# The redactors made by `Redactor.of`, by project: (project, environment, redactor).
-_SHARED: dict[int, tuple[Project, tuple[tuple[str, str], ...], Redactor]] = {}
 
 
 class _Values:

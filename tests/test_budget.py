@@ -14,7 +14,7 @@ from conftest import DOIT, GIT_TOML, FakeProvider, Project, chat_answer
 
 from llmtt.errors import LlmttError
 from llmtt.execution.budget import BudgetExhausted, Ledger, budget_limit
-from llmtt.scripted import ScriptedServer
+from llmtt.scripted.server import ScriptedServer
 
 RUN_COST = 0.012 + 0.013 + 0.013  # three turns at 10 $/Mtok in, 100 $/Mtok out (see below)
 

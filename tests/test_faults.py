@@ -113,7 +113,7 @@ def test_the_processes_of_an_invocation_killed_by_sigkill_are_ended_by_its_watch
         """
         import os, sys, time
         from pathlib import Path
-        from llmtt.taskgraph import watchdog
+        from llmtt.process import watchdog
         from llmtt.process.shell import run_shell
         watchdog.start()
         # A command that leaves a grandchild behind, in a session of its own.
@@ -154,7 +154,7 @@ def test_the_processes_of_an_invocation_killed_by_sigkill_are_ended_by_its_watch
 def _token(pid: int) -> str:
     """The mark a process gave its runs (read from the environment of its watchdog's argv)."""
     found = subprocess.run(
-        ["pgrep", "-af", f"llmtt.taskgraph.watchdog {pid} "], capture_output=True, text=True
+        ["pgrep", "-af", f"llmtt.process.watchdog {pid} "], capture_output=True, text=True
     )
     return found.stdout.split()[-1]
 

@@ -232,7 +232,7 @@ max_usd = {budget}
 # A paid provider stood in for at the wire, inside the cluster's network namespace: 21 turns,
 # about $0.046 a run.
 PROVIDER = (
-    "import time; from llmtt.scripted import ScriptedServer\n"
+    "import time; from llmtt.scripted.server import ScriptedServer\n"
     "s = ScriptedServer([f'sleep 0.2; echo {i}' for i in range(20)]).start()\n"
     "print(s.url, flush=True); time.sleep(600)\n"
 )

@@ -219,7 +219,7 @@ def test_a_project_redactor_knows_every_env_table_and_model_key_variable(
         "task: {prompt: x}\ntarget: {env: {SCENARIO_TOKEN: fromScenario3456}}\n",
     )
     monkeypatch.setenv("MODEL_CREDS_VAR", "fromModelVar7890")
-    redact = Redactor.of(load_project(project.root))
+    redact = load_project(project.root).redactor()
     text = "fromTarget1234 fromTargets5678 fromAgent9012 fromScenario3456 fromModelVar7890"
     assert redact(text) == " ".join([MASK] * 5)
 
@@ -248,16 +248,16 @@ def test_a_projects_redactor_is_made_once_and_again_when_the_environment_changes
     )
     monkeypatch.setenv("MY_KEY", "first-key-0123456789")
     project = load_project(tmp_path)
-    first = Redactor.of(project)
-    assert Redactor.of(project) is first
+    first = project.redactor()
+    assert project.redactor() is first
     assert first("a first-key-0123456789 b") == f"a {MASK} b"
     # A key set later (a Ray node's layer gets the controller's): a new redactor masks it.
     monkeypatch.setenv("MY_KEY", "second-key-9876543210")
-    second = Redactor.of(project)
+    second = project.redactor()
     assert second is not first
     assert second("a second-key-9876543210 b") == f"a {MASK} b"
     # Another project (even one equal to it) has its own.
-    assert Redactor.of(load_project(tmp_path)) is not second
+    assert load_project(tmp_path).redactor() is not second
 
 
 def test_an_event_is_masked_in_every_value_nested_or_clipped_and_nothing_else_changes() -> None:

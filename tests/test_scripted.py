@@ -25,12 +25,12 @@ from llmtt.scripted import (
     TITLE_TEXT,
     Hang,
     HttpError,
-    ScriptedServer,
     ScriptedSession,
     Turn,
     TurnUsage,
     shell_arguments,
 )
+from llmtt.scripted.server import ScriptedServer
 from llmtt.scripted.session import answer, played_marker
 from llmtt.spec.project import load_project
 from llmtt.spec.scenario import load_scenario

@@ -27,8 +27,8 @@ from pydantic_core import from_json
 from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
 from llmtt.agents.install import places
 from llmtt.events import MAX_TEXT, UNREAD, EventWriter
-from llmtt.execution.workspace import tool_path
 from llmtt.process.pty import run_in_pty
+from llmtt.process.shell import tool_path
 from llmtt.providers import Endpoint, ResolvedModel, endpoint_of, resolve_model, toml_key
 from llmtt.spec.config import ModelSpec
 from llmtt.util import signatures as inputs

@@ -273,7 +273,7 @@ def _compare(root: Path, a: str, b: str) -> int:
 def _scripted_server(scenario: Path, port: int, log: Path | None) -> int:
     import threading
 
-    from llmtt.scripted import ScriptedServer
+    from llmtt.scripted.server import ScriptedServer
     from llmtt.spec.scenario import load_scenario
 
     spec = load_scenario(scenario).spec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from llmtt.errors import LlmttError
 from llmtt.evaluation.evaluators.runner import (
@@ -16,7 +16,7 @@ from llmtt.evaluation.evaluators.runner import (
 )
 from llmtt.evaluation.gates import GateContext, run_gates
 from llmtt.evaluation.interaction import find_target_commands, interaction_metrics, paired_calls
-from llmtt.evaluation.outcome import composite_score, decide
+from llmtt.evaluation.outcome import composite_score, decide, result_record
 from llmtt.evaluation.scripts import (
     run_post_scripts,
     run_script_evaluators,
@@ -29,18 +29,31 @@ from llmtt.events import UNREAD, Event, Output, ToolCall, read_events
 from llmtt.execution.workspace import Workspace
 from llmtt.plan.runs import Run
 from llmtt.providers import ResolvedModel, spending_refusal
-from llmtt.redaction import Redactor
-from llmtt.results.store import append_evaluation, append_result, result_record
 from llmtt.spec.checks import Call
 from llmtt.spec.config import default_judge_model
 from llmtt.spec.project import Project
 from llmtt.util.atomic import read_json, write_json
 from llmtt.util.hashing import hash_file, hash_value
 
+
+class Records(Protocol):
+    """Where an evaluation's records go: the caller's results store (results.jsonl and
+    evaluations.jsonl; `llmtt.results.store.ResultsStore`). Evaluation makes them; the store
+    keeps them."""
+
+    def evaluation(self, line: dict[str, Any]) -> None:
+        """A run's evaluator results (appended before its result record)."""
+
+    def result(self, record: dict[str, Any]) -> None:
+        """A run's result record."""
+
+
 METRICS_FORMAT = 1
 
 
-def evaluate_run(project: Project, run: Run, purse: Purse | None = None) -> dict[str, Any] | None:
+def evaluate_run(
+    project: Project, run: Run, records: Records, purse: Purse | None = None
+) -> dict[str, Any] | None:
     """Layers 1 and 2 of a run (or why it could not be carried out).
 
     Without a judge this settles the outcome and returns the result record; with one, the
@@ -92,7 +105,7 @@ def evaluate_run(project: Project, run: Run, purse: Purse | None = None) -> dict
     write_json(
         run.dir / "gates.json",
         {"format": METRICS_FORMAT, "run_id": run.run_id, "gates": gates},
-        Redactor.of(project),
+        project.redactor(),
     )
     if run.judge is not None:
         outcome, reason = decide(gates, None, timed_out_after=_timed_out_after(run, info))
@@ -101,9 +114,9 @@ def evaluate_run(project: Project, run: Run, purse: Purse | None = None) -> dict
                 run, metrics, gates, (outcome, reason + "; the judge has not run"), None
             )
         )
-        write_json(run.dir / "metrics.json", metrics, Redactor.of(project))
+        write_json(run.dir / "metrics.json", metrics, project.redactor())
         return None
-    return settle(project, run, info, metrics, gates, None)
+    return settle(project, run, records, info, metrics, gates, None)
 
 
 def _evaluators(
@@ -160,6 +173,7 @@ def _scripts_fields(
 def settle(
     project: Project,
     run: Run,
+    records: Records,
     info: dict[str, Any],
     metrics: dict[str, Any],
     gates: list[dict[str, Any]],
@@ -173,7 +187,7 @@ def settle(
     A run not carried out (its agent or, `refused`, its judge) gets outcome `error` and no
     results.jsonl line: it stays pending, and the reports list it.
     """
-    redact = Redactor.of(project)
+    redact = project.redactor()
     if info["status"] == "error":
         outcome, reason = "error", f"run could not be carried out: {info['error']}"
     elif refused is not None:
@@ -208,13 +222,16 @@ def settle(
                 evaluated,
                 run.scenario.spec.evaluation.evaluators,
             )
-            append_evaluation(project.results_dir / "evaluations.jsonl", line, redact)
-        append_result(project.results_dir / "results.jsonl", record, redact)
+            records.evaluation(line)
+        records.result(record)
     return record
 
 
 def judge_run(
-    project: Project, run: Run, reserve: Callable[[str], None] | None = None
+    project: Project,
+    run: Run,
+    records: Records,
+    reserve: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Layer 3 of a run, then its outcome.
 
@@ -230,10 +247,10 @@ def judge_run(
     info = read_json(run.dir / "run.json")
     metrics = read_json(run.dir / "metrics.json")
     gates = read_json(run.dir / "gates.json")["gates"]
-    redact = Redactor.of(project)
+    redact = project.redactor()
     if info["status"] == "error":
         write_json(run.dir / "judge.json", {"format": 1, "skipped": "run could not be carried out"})
-        return settle(project, run, info, metrics, gates, None)
+        return settle(project, run, records, info, metrics, gates, None)
     model = resolve_model(run.judge.model, project.config.models)
     rubric = project.rubrics[run.judge.rubric]
     prompt = build_prompt(
@@ -255,11 +272,11 @@ def judge_run(
             refusal = str(exc)
     if refusal is not None:
         write_json(run.dir / "judge.json", {"format": 1, "skipped": refusal}, redact)
-        return settle(project, run, info, metrics, gates, None, refused=refusal)
+        return settle(project, run, records, info, metrics, gates, None, refused=refusal)
     record = judge(model, rubric, prompt, run.judge.threshold)
     record["rubric"] = str(run.judge.rubric)
     write_json(run.dir / "judge.json", record, redact)
-    return settle(project, run, info, metrics, gates, record)
+    return settle(project, run, records, info, metrics, gates, record)
 
 
 def _judge_refusal(model: ResolvedModel) -> str | None:

@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from llmtt.evaluation.shell.target_commands import TargetCommand, TargetMatcher, target_commands
-from llmtt.evaluation.usage import usage_metrics
-from llmtt.events import Complete, Event, ToolCall, ToolResult, Usage
+from llmtt.events import Complete, Event, ToolCall, ToolResult, Usage, usage_metrics
 
 __all__ = ["NO_SUBCOMMAND", "TargetCommand", "find_target_commands", "interaction_metrics"]
 NO_SUBCOMMAND = "(none)"

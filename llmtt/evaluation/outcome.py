@@ -1,10 +1,14 @@
-"""The outcome rule (gates and judge decide, and a timed-out agent fails) and the composite."""
+"""The outcome rule (gates and judge decide, and a timed-out agent fails), the composite, and
+the result record of an evaluated run (its results.jsonl line)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import os
 from collections.abc import Sequence
 from typing import Any
 
+from llmtt.plan.runs import Run
 from llmtt.spec.evaluation import CompositeSpec
 
 
@@ -87,3 +91,73 @@ def verdict(row: dict[str, Any]) -> str:
     if row.get("expect", "pass") != "fail" or row["outcome"] not in ("pass", "fail"):
         return str(row["outcome"])
     return "fail (as expected)" if row["outcome"] == "fail" else "pass (unexpected)"
+
+
+RESULT_FORMAT = 1
+
+
+def result_record(
+    run: Run,
+    info: dict[str, Any],
+    metrics: dict[str, Any],
+    judge: dict[str, Any] | None = None,
+    gates: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The record of one evaluated run (the results.jsonl line)."""
+    interaction = {
+        k: v
+        for k, v in metrics.items()
+        if k
+        not in (
+            "format",
+            "run_id",
+            "outcome",
+            "outcome_reason",
+            "gates_passed",
+            "gates_total",
+            "gates_score",
+            "gates_max",
+            "evaluators",
+        )
+    }
+    evaluated = metrics.get("evaluators")
+    return {
+        "format": RESULT_FORMAT,
+        **run.identity(),
+        "tags": list(run.tags),
+        "tier": run.scenario.spec.tier,
+        "key": run.agent_key,
+        "outcome": metrics["outcome"],
+        "outcome_reason": metrics["outcome_reason"],
+        "gates_passed": metrics["gates_passed"],
+        "gates_total": metrics["gates_total"],
+        "gates_score": metrics.get("gates_score"),
+        "gates_max": metrics.get("gates_max"),
+        "gates": [{k: g[k] for k in ("index", "type", "passed")} for g in gates or []],
+        "metrics": interaction,
+        "cost_usd": metrics.get("cost_usd"),
+        "judge": None
+        if judge is None
+        else {k: judge.get(k) for k in ("model", "weighted_score", "passed", "cost_usd", "error")},
+        # In brief: the full results, reasoning and response are in evaluations.jsonl.
+        "evaluators": None
+        if evaluated is None
+        else {
+            "overall_score": evaluated["overall_score"],
+            "scores": {
+                r["criterion"]: r["score"] for r in evaluated["results"] if not r.get("error")
+            },
+            "errors": len(evaluated["errors"]),
+        },
+        "tokens": {
+            "input": metrics.get("input_tokens", 0),
+            "output": metrics.get("output_tokens", 0),
+        },
+        "duration_secs": info.get("duration_secs"),
+        "status": info["status"],
+        "versions": info["versions"],
+        "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        # The `doit run` that evaluated it (when it began, or the user's LLMTT_LABEL
+        # label): report.html's history has a point per invocation.
+        "invocation": os.environ.get("LLMTT_LABEL") or None,
+    }

@@ -24,7 +24,7 @@ from llmtt.execution.workspace import Workspace, WorkspaceError, prepare, run_se
 from llmtt.plan.runs import Run
 from llmtt.process.shell import ShellResult, run_shell
 from llmtt.redaction import Redactor
-from llmtt.scripted import ScriptedServer
+from llmtt.scripted.server import ScriptedServer
 from llmtt.spec.config import ModelSpec
 from llmtt.spec.project import Project
 from llmtt.util.atomic import open_private, write_json
@@ -84,7 +84,7 @@ def execute_run(
             "structured_events": agent.structured_events,
         }
     )
-    record = Redactor.of(project).value(record)  # an error may quote setup output
+    record = project.redactor().value(record)  # an error may quote setup output
     write_json(run.dir / "run.json", record)
     return record
 
@@ -123,7 +123,7 @@ def _run_agent(
             return _failed("target health check", health)
     env.update(agent.settings.env)
     guidance = _guidance(list(variant_files), ws.workspace)
-    launch = _Launch(ws, env, guidance, project.config.models, Redactor.of(project), budget)
+    launch = _Launch(ws, env, guidance, project.config.models, project.redactor(), budget)
     if run.model == SCRIPTED and agent.needs_model:
         # The scripted model lives exactly as long as the run that needs it.
         log = run.dir / "scripted.log"

@@ -150,8 +150,7 @@ def events_cost(path: Path) -> float | None:
     figures before them, side requests included); None when any needed cost is unknown."""
     from pydantic import ValidationError
 
-    from llmtt.evaluation.usage import run_usage
-    from llmtt.events import Usage
+    from llmtt.events import Usage, run_usage
 
     usages = []
     for event in read_jsonl(path):

@@ -4,28 +4,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from llmtt.errors import LlmttError
-from llmtt.process.shell import ShellResult, run_shell
+from llmtt.process.shell import ShellResult, run_shell, tool_path
 
 # Variables passed through from the caller's environment; everything else is left behind so
 # that neither the agent nor the target sees the user's own configuration or secrets.
 PASSTHROUGH = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
-
-
-def tool_path() -> str:
-    """PATH for runs: the caller's PATH with this Python's bin folder first.
-
-    Tools installed beside llmtt (e.g. in its virtualenv) are found even when that
-    virtualenv is not activated.
-    """
-    here = str(Path(sys.executable).parent)
-    parts = [here] + [p for p in os.environ.get("PATH", os.defpath).split(os.pathsep) if p != here]
-    return os.pathsep.join(parts)
 
 
 class WorkspaceError(LlmttError):

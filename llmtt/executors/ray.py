@@ -399,7 +399,6 @@ def evaluate_layer(c: Cluster, job: Job, project: Any, run: Any) -> dict[str, An
     """A run's evaluate layer on the cluster, landed in its run folder, its records appended
     to the results store here: what evaluate_run returns."""
     from llmtt.executors.remote import land, pack_dir
-    from llmtt.redaction import Redactor
     from llmtt.results.store import append_evaluation, append_result
 
     losses: list[str] = []
@@ -419,7 +418,7 @@ def evaluate_layer(c: Cluster, job: Job, project: Any, run: Any) -> dict[str, An
         first=[],
         last="result.json" if run.judge is None else "metrics.json",
     )
-    redact = Redactor.of(project)
+    redact = project.redactor()
     for line in result["records"].get("evaluations.jsonl", []):
         append_evaluation(project.results_dir / "evaluations.jsonl", line, redact)
     for line in result["records"].get("results.jsonl", []):

@@ -305,7 +305,7 @@ def carry_out(
     """On a node (`node` names it in run.json): carry out one layer of one run with the
     controller's `keys` in its environment; return the run folder and what the layer appended
     to the results store. Raises RemoteError when the node's plan differs."""
-    from llmtt.taskgraph import watchdog
+    from llmtt.process import watchdog
 
     # The processes a run starts end with this worker, however it ends (Ray may kill it).
     watchdog.start()
@@ -323,6 +323,7 @@ def _carry_out(
 ) -> dict[str, Any]:
     from llmtt.evaluation.evaluate import evaluate_run
     from llmtt.execution.agent_layer import execute_run
+    from llmtt.results.store import ResultsStore
     from llmtt.util.atomic import write_json
 
     project, run = node_run(root, job, task)
@@ -336,7 +337,8 @@ def _carry_out(
     unpack(job.run_files, run.dir)
     before = _tops(run.dir)
     purse = LedgerPurse(ledger, run.run_id) if ledger is not None else None
-    value = evaluate_run(project, run, purse)
+    store = ResultsStore(project.results_dir, project.redactor())
+    value = evaluate_run(project, run, store, purse)
     after = _tops(run.dir)
     changed = [name for name, stamp in after.items() if before.get(name) != stamp]
     records = {

@@ -12,8 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from llmtt.execution.workspace import tool_path
-from llmtt.process.shell import run_shell
+from llmtt.process.shell import run_shell, tool_path
 from llmtt.spec.config import TargetSpec
 from llmtt.util import signatures as inputs
 from llmtt.util.atomic import write_json

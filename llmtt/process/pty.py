@@ -28,7 +28,7 @@ from ptyprocess import PtyProcess, PtyProcessError
 
 from llmtt.events import MAX_TEXT
 from llmtt.process import spawn
-from llmtt.taskgraph.watchdog import marked
+from llmtt.process.watchdog import marked
 
 READ_SIZE = 65536
 DIMENSIONS = (50, 220)

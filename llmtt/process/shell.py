@@ -13,6 +13,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -20,10 +21,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from llmtt.taskgraph.watchdog import marked
+from llmtt.process.watchdog import marked
 
 MAX_CAPTURE = 1_000_000
 _MAX_POLL_MS = 2**31 - 1  # poll()'s longest wait; a longer timeout (or none: inf) waits again
+
+
+def tool_path() -> str:
+    """PATH for runs: the caller's PATH with this Python's bin folder first.
+
+    Tools installed beside llmtt (e.g. in its virtualenv) are found even when that
+    virtualenv is not activated.
+    """
+    here = str(Path(sys.executable).parent)
+    parts = [here] + [p for p in os.environ.get("PATH", os.defpath).split(os.pathsep) if p != here]
+    return os.pathsep.join(parts)
 
 
 @dataclass(frozen=True)

@@ -231,12 +231,12 @@ def _open(path: Path, redact: Redactor, template: str) -> _Cache | None:
 @functools.cache
 def code_id() -> str:
     """What tells this llmtt's rows, panels and redaction from another's: its version and the
-    size and mtime of the modules that make them."""
+    size and mtime of the modules that make them (render.py beside this one, by its path: it
+    imports this module, not the other way)."""
     from llmtt import __version__, redaction
-    from llmtt.report import render
 
     parts = [__version__]
-    for module in (render, redaction):
-        stat = os.stat(str(module.__file__))
+    for path in (Path(__file__).with_name("render.py"), Path(str(redaction.__file__))):
+        stat = os.stat(path)
         parts.append(f"{stat.st_size}:{stat.st_mtime_ns}")
     return " ".join(parts)

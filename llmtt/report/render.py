@@ -15,7 +15,7 @@ from typing import Any
 from llmtt.errors import LlmttError
 from llmtt.evaluation.outcome import as_expected, verdict
 from llmtt.plan.runs import Plan, Run
-from llmtt.redaction import Redactor
+from llmtt.report.charts import trend_line
 from llmtt.results.baseline import group_label, regressions
 from llmtt.results.store import sync_results_db
 from llmtt.results.summary import comparisons, repeats
@@ -157,7 +157,7 @@ def render_evaluation(project: Project, run: Run) -> tuple[str, str]:
         target=run.target,
         judge=judge,
     )
-    redact = Redactor.of(project)
+    redact = project.redactor()
     write_text(run.dir / "evaluation.md", text, redact)
     return str(metrics["outcome"]), redact(str(metrics["outcome_reason"]))
 
@@ -199,7 +199,7 @@ def aggregate(plan: Plan) -> dict[str, Any]:
 
     project = plan.project
     sync_results_db(project.results_dir / "results.jsonl")  # after a kill between the two
-    redact = Redactor.of(project)
+    redact = project.redactor()
     env = _html_environment(project)
     panel = env.get_template("report-run.html.j2")
     made = report_runs(
@@ -224,7 +224,9 @@ def aggregate(plan: Plan) -> dict[str, Any]:
     # baseline besides.
     data = {k: v if k == "runs" else redact.value(v) for k, v in data.items()}
     results = project.results_dir
-    trend = redact.value(history(results / "results.db", blessed))
+    trend = history(results / "results.db", blessed)
+    trend["chart"] = trend_line(trend["overall"], trend["baseline"])
+    trend = redact.value(trend)
     write_json(results / "report.json", data, compact=True)  # `data` is redacted above
     write_text(results / "junit.xml", junit(data["runs"]), redact)
     html = _html(project, data, details, run_panels, trend)

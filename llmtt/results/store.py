@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import errno
 import fcntl
 import json
@@ -11,80 +10,10 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from llmtt.plan.runs import Run
 from llmtt.redaction import Redactor
 
 if TYPE_CHECKING:
     import sqlite3
-
-RESULT_FORMAT = 1
-
-
-def result_record(
-    run: Run,
-    info: dict[str, Any],
-    metrics: dict[str, Any],
-    judge: dict[str, Any] | None = None,
-    gates: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """The record of one evaluated run (the results.jsonl line)."""
-    interaction = {
-        k: v
-        for k, v in metrics.items()
-        if k
-        not in (
-            "format",
-            "run_id",
-            "outcome",
-            "outcome_reason",
-            "gates_passed",
-            "gates_total",
-            "gates_score",
-            "gates_max",
-            "evaluators",
-        )
-    }
-    evaluated = metrics.get("evaluators")
-    return {
-        "format": RESULT_FORMAT,
-        **run.identity(),
-        "tags": list(run.tags),
-        "tier": run.scenario.spec.tier,
-        "key": run.agent_key,
-        "outcome": metrics["outcome"],
-        "outcome_reason": metrics["outcome_reason"],
-        "gates_passed": metrics["gates_passed"],
-        "gates_total": metrics["gates_total"],
-        "gates_score": metrics.get("gates_score"),
-        "gates_max": metrics.get("gates_max"),
-        "gates": [{k: g[k] for k in ("index", "type", "passed")} for g in gates or []],
-        "metrics": interaction,
-        "cost_usd": metrics.get("cost_usd"),
-        "judge": None
-        if judge is None
-        else {k: judge.get(k) for k in ("model", "weighted_score", "passed", "cost_usd", "error")},
-        # In brief: the full results, reasoning and response are in evaluations.jsonl.
-        "evaluators": None
-        if evaluated is None
-        else {
-            "overall_score": evaluated["overall_score"],
-            "scores": {
-                r["criterion"]: r["score"] for r in evaluated["results"] if not r.get("error")
-            },
-            "errors": len(evaluated["errors"]),
-        },
-        "tokens": {
-            "input": metrics.get("input_tokens", 0),
-            "output": metrics.get("output_tokens", 0),
-        },
-        "duration_secs": info.get("duration_secs"),
-        "status": info["status"],
-        "versions": info["versions"],
-        "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        # The `doit run` that evaluated it (when it began, or the user's LLMTT_LABEL
-        # label): report.html's history has a point per invocation.
-        "invocation": os.environ.get("LLMTT_LABEL") or None,
-    }
 
 
 def append_result(path: Path, record: dict[str, Any], redact: Redactor) -> None:
@@ -336,3 +265,20 @@ def _insert(conn: Any, record: dict[str, Any]) -> None:
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         row,
     )
+
+
+class ResultsStore:
+    """The results store of a project: where an evaluation's records go (`Records` of
+    `llmtt.evaluation.evaluate`), redacted, results.db kept up to date."""
+
+    def __init__(self, results_dir: Path, redact: Redactor) -> None:
+        self.results_dir = results_dir
+        self.redact = redact
+
+    def evaluation(self, line: dict[str, Any]) -> None:
+        """A run's evaluator results, to evaluations.jsonl (see `append_evaluation`)."""
+        append_evaluation(self.results_dir / "evaluations.jsonl", line, self.redact)
+
+    def result(self, record: dict[str, Any]) -> None:
+        """A run's result record, to results.jsonl and results.db (see `append_result`)."""
+        append_result(self.results_dir / "results.jsonl", record, self.redact)

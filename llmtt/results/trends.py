@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections import defaultdict
-from html import escape
 from pathlib import Path
 from typing import Any
 
-from llmtt.report.charts import WIDTH
 from llmtt.results.baseline import group_key
 
 POINTS = 20  # invocations shown
@@ -99,7 +97,6 @@ def history(db: Path, baseline: dict[str, Any] | None) -> dict[str, Any]:
         "groups": sorted(listed, key=lambda g: g["key"]),
         "more_groups": max(0, len(groups) - len(listed)),
         "baseline": rate,
-        "chart": _chart(overall, rate),
     }
 
 
@@ -122,50 +119,3 @@ def _baseline_rate(groups: dict[str, Any]) -> float | None:
         return None
     passed = sum(float(g.get("pass_rate", 0)) * int(g.get("runs", 0)) for g in groups.values())
     return passed / runs
-
-
-def _chart(overall: list[dict[str, Any]], baseline: float | None) -> str:
-    """The project's pass rate per invocation as a line, the baseline's as a dashed line."""
-    points = [p for p in overall if p["pass_rate"] is not None]
-    if len(points) < 2:
-        return ""
-    height, left, right, top, bottom = 220, 50, 20, 12, 34
-    plot_w, plot_h = WIDTH - left - right, height - top - bottom
-    step = plot_w / (len(points) - 1)
-
-    def y(rate: float) -> float:
-        return top + (1 - rate) * plot_h
-
-    parts = [
-        f'<svg class="chart" role="img" aria-label="pass rate per invocation" '
-        f'viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}">'
-    ]
-    for tick in (0, 0.5, 1):
-        parts.append(
-            f'<line x1="{left}" y1="{y(tick):.1f}" x2="{left + plot_w}" y2="{y(tick):.1f}" '
-            f'class="grid"/><text x="{left - 6}" y="{y(tick) + 4:.1f}" class="label">'
-            f"{tick:.0%}</text>"
-        )
-    if baseline is not None:
-        parts.append(
-            f'<line x1="{left}" y1="{y(baseline):.1f}" x2="{left + plot_w}" '
-            f'y2="{y(baseline):.1f}" class="baseline"><title>baseline: {baseline:.0%}</title>'
-            f'</line><text x="{left + plot_w}" y="{y(baseline) - 4:.1f}" class="label">'
-            f"baseline {baseline:.0%}</text>"
-        )
-    xy = [(left + i * step, y(p["pass_rate"])) for i, p in enumerate(points)]
-    parts.append(
-        '<polyline class="trend" points="' + " ".join(f"{a:.1f},{b:.1f}" for a, b in xy) + '"/>'
-    )
-    for (a, b), p in zip(xy, points, strict=True):
-        parts.append(
-            f'<circle cx="{a:.1f}" cy="{b:.1f}" r="4" class="point"><title>'
-            f"{escape(p['point'])}: {p['passed']}/{p['runs']} passed</title></circle>"
-        )
-    first, last = escape(points[0]["point"]), escape(points[-1]["point"])
-    parts.append(f'<text x="{left}" y="{height - 8}" class="tick">{first}</text>')
-    parts.append(
-        f'<text x="{left + plot_w}" y="{height - 8}" class="tick" text-anchor="end">{last}</text>'
-    )
-    parts.append("</svg>")
-    return "".join(parts)

@@ -12,32 +12,16 @@ scripted run costs nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from llmtt.scripted.session import FINAL_TEXT, TITLE_TEXT, shell_arguments
 from llmtt.spec.scripted import Hang, HttpError, ScriptedSession, Turn, TurnUsage
-
-if TYPE_CHECKING:
-    from llmtt.scripted.server import ScriptedServer
 
 __all__ = [
     "FINAL_TEXT",
     "TITLE_TEXT",
     "Hang",
     "HttpError",
-    "ScriptedServer",
     "ScriptedSession",
     "Turn",
     "TurnUsage",
     "shell_arguments",
 ]
-
-
-def __getattr__(name: str) -> object:
-    # The server (http.server and its imports) loads only when asked for: scenario files
-    # import the session format, and `doit list` should not pay for a server it never starts.
-    if name == "ScriptedServer":
-        from llmtt.scripted.server import ScriptedServer
-
-        return ScriptedServer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

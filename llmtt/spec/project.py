@@ -14,11 +14,15 @@ from pydantic import ValidationError
 
 from llmtt import registry
 from llmtt.errors import ConfigError, LlmttError, Problem
+from llmtt.redaction import Redactor
 from llmtt.spec.config import Config, MatrixSpec, TargetSpec, load_config
 from llmtt.spec.loading import Loc, dotted, line_of, problems_from
 from llmtt.spec.rubric import Rubric, load_rubric
 from llmtt.spec.scenario import LoadedScenario, ScenarioMatrix, load_scenario
 from llmtt.util import signatures as inputs
+
+# The redactors made by `Project.redactor`, by project: (project, environment, redactor).
+_REDACTORS: dict[int, tuple[Project, tuple[tuple[str, str], ...], Redactor]] = {}
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,27 @@ class Project:
     def templates_dir(self) -> Path:
         """The project's own template overrides."""
         return self.root / self.config.paths.templates
+
+    def redactor(self) -> Redactor:
+        """The redactor of this project: every env table of its llmtt.toml and scenarios, and
+        the variables its models read their keys from. Made once per project and environment
+        (a run asks for it about ten times), again when the process environment changed."""
+        environ = tuple(sorted(os.environ.items()))
+        shared = _REDACTORS.get(id(self))
+        if shared is not None and shared[0] is self and shared[1] == environ:
+            return shared[2]
+        config = self.config
+        envs = [config.target.env]
+        envs += [t.env for t in config.targets.values()]
+        envs += [a.env for a in config.agents.values()]
+        inline = [s.spec.target for s in self.scenarios]
+        envs += [t.env for t in inline if isinstance(t, TargetSpec)]
+        names = [m.api_key_env for m in config.models.values() if m.api_key_env]
+        made = Redactor(*envs, names=names)
+        if len(_REDACTORS) >= 8:
+            _REDACTORS.clear()
+        _REDACTORS[id(self)] = (self, environ, made)
+        return made
 
     def scenario(self, name: str) -> LoadedScenario:
         """The scenario called `name`."""

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from llmtt.errors import LlmttError
-from llmtt.taskgraph.watchdog import start_ticks
+from llmtt.process.watchdog import start_ticks
 
 LOCK_NAME = ".llmtt-lock"
 # How long a newcomer waits for the workers of a dead holder to finish their clean-up.

@@ -125,8 +125,7 @@ def _agent_run(task_name: str) -> str | None:
 
 def _usage(events: Path) -> tuple[int, int, int, float | None] | None:
     """Turns, input and output tokens and cost of a run's events (docs/metrics.md)."""
-    from llmtt.evaluation.usage import run_usage
-    from llmtt.events import Usage, read_events
+    from llmtt.events import Usage, read_events, run_usage
 
     try:
         usages = [e for e in read_events(events) if isinstance(e, Usage)]

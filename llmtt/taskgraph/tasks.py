@@ -267,7 +267,8 @@ def _hold_project() -> int | None:
     SIGTERM handled like ^C and a watchdog for the processes its runs start."""
     if COMMAND not in _WRITERS:
         return None
-    from llmtt.taskgraph import lock, signals, watchdog
+    from llmtt.process import watchdog
+    from llmtt.taskgraph import lock, signals
 
     try:
         fd = lock.hold(RESULTS, COMMAND)
@@ -606,13 +607,15 @@ def _agent_action(spec: RunSpec) -> dict[str, Any]:
 def _evaluate_action(spec: RunSpec) -> dict[str, Any]:
     from llmtt.evaluation.evaluate import evaluate_run
     from llmtt.executors.remote import LedgerPurse
+    from llmtt.results.store import ResultsStore
 
     project, run = _run(spec)
     if EXECUTOR == "ray":
         record = _remote_evaluate(project, run, spec)
     else:
         purse = LedgerPurse(LEDGER, run.run_id) if LEDGER is not None else None
-        record = evaluate_run(project, run, purse)
+        store = ResultsStore(project.results_dir, project.redactor())
+        record = evaluate_run(project, run, store, purse)
     if record is not None and record["outcome"] != "error":
         print(f"llmtt: {run.run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
     values: dict[str, Any] = {"status": "ok"}
@@ -699,6 +702,7 @@ def _saved(spec: RunSpec, layer: str, values: dict[str, Any] | None = None) -> d
 @_guarded
 def _judge_action(spec: RunSpec) -> dict[str, Any]:
     from llmtt.evaluation.evaluate import judge_run
+    from llmtt.results.store import ResultsStore
 
     project, run = _run(spec)
     judge = run.judge
@@ -713,7 +717,8 @@ def _judge_action(spec: RunSpec) -> dict[str, Any]:
             held.append(amount)
 
     try:
-        record = judge_run(project, run, reserve)
+        store = ResultsStore(project.results_dir, project.redactor())
+        record = judge_run(project, run, store, reserve)
     finally:
         if LEDGER is not None and held:
             judged = run.dir / "judge.json"

@@ -11,12 +11,10 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 from llmtt.errors import LlmttError
-
-if TYPE_CHECKING:
-    from llmtt.redaction import Redactor
+from llmtt.util.text import Masks
 
 
 def _umask() -> int:
@@ -37,7 +35,7 @@ def _umask() -> int:
 FILE_MODE = 0o666 & ~_umask()
 
 
-def write_text(path: Path, text: str, redact: Redactor | None = None) -> None:
+def write_text(path: Path, text: str, redact: Masks | None = None) -> None:
     """Write `text` to `path` through a temporary file in the same folder, then rename. A lone
     half of a UTF-16 pair (a JSON escape some clients write when they cut a text in the middle
     of an emoji) is not UTF-8: it is written as "?" rather than failing the write."""
@@ -69,7 +67,7 @@ def open_private(path: Path, *, append: bool = False) -> BinaryIO:
 
 
 def write_json(
-    path: Path, value: Any, redact: Redactor | None = None, *, compact: bool = False
+    path: Path, value: Any, redact: Masks | None = None, *, compact: bool = False
 ) -> None:
     """Write `value` as indented JSON (`compact`: on one line, for large machine-read files,
     several times faster to write), atomically (with every string in it redacted)."""

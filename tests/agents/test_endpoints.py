@@ -19,7 +19,7 @@ from conftest import CLI_AGENTS, GIT_TOML, Project, cli_project
 from llmtt.agents.registry import make_agent
 from llmtt.plan.runs import build_plan
 from llmtt.providers import missing_key, resolve_model
-from llmtt.scripted import ScriptedServer
+from llmtt.scripted.server import ScriptedServer
 from llmtt.spec.config import ModelSpec
 from llmtt.spec.project import load_project
 from llmtt.spec.selection import Selection

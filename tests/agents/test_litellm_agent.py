@@ -19,7 +19,7 @@ from conftest import GIT_TOML, FakeProvider, Project, chat_answer
 from llmtt.agents.base import AgentExit, RunContext
 from llmtt.agents.litellm_agent import LitellmAgent, truncate
 from llmtt.events import EventWriter
-from llmtt.scripted import ScriptedServer
+from llmtt.scripted.server import ScriptedServer
 from llmtt.spec.config import AgentSettings, ModelSpec
 from llmtt.spec.scenario import Scenario
 

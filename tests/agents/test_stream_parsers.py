@@ -38,8 +38,7 @@ from llmtt.agents.cli import (
 )
 from llmtt.agents.codex import CodexStream
 from llmtt.agents.opencode import OpencodeStream
-from llmtt.evaluation.usage import run_usage
-from llmtt.events import MAX_TEXT, EventWriter, Message, Usage, read_events
+from llmtt.events import MAX_TEXT, EventWriter, Message, Usage, read_events, run_usage
 from llmtt.process.pty import READ_SIZE
 from llmtt.redaction import MASK, Redactor
 from llmtt.spec.config import ModelSpec

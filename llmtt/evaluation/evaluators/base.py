@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmtt.providers import ResolvedModel
-from llmtt.spec.evaluation import Criterion
+from llmtt.spec.evaluation import Criterion as Criterion  # the plugin API: still importable here
 
 Score = float | int | bool | str | None
 

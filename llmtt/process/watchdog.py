@@ -6,7 +6,7 @@ starts one small watchdog process in a session of its own: it waits for the doit
 end, however it ends, then kills every process still carrying that invocation's mark. On a
 normal exit llmtt has already ended them all, and the watchdog finds nothing.
 
-Run as `python -m llmtt.taskgraph.watchdog <pid> <start ticks> <token>`.
+Run as `python -m llmtt.process.watchdog <pid> <start ticks> <token>`.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def start() -> None:
             [
                 sys.executable,
                 "-m",
-                "llmtt.taskgraph.watchdog",
+                "llmtt.process.watchdog",
                 str(me),
                 str(start_ticks(me)),
                 token,

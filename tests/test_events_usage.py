@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from llmtt.evaluation.usage import run_usage, usage_metrics
-from llmtt.events import Usage
+from llmtt.events import Usage, run_usage, usage_metrics
 from llmtt.execution.budget import events_cost
 
 

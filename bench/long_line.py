@@ -26,7 +26,8 @@ TAIL = b'"}]}}\n'
 def one(mb: int) -> None:
     """Feed a line of `mb` MB; print the peak over the starting RSS."""
     from llmtt.agents.claude_code import ClaudeStream
-    from llmtt.agents.cli import SCRIPTED_PRICING, LineBuffer
+    from llmtt.agents.pricing import SCRIPTED_PRICING
+    from llmtt.agents.stream import LineBuffer
     from llmtt.events import EventWriter
     from llmtt.process.pty import READ_SIZE
 

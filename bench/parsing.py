@@ -17,9 +17,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from llmtt.agents.claude_code import ClaudeStream  # noqa: E402
-from llmtt.agents.cli import SCRIPTED_PRICING, LineBuffer, StreamParser  # noqa: E402
 from llmtt.agents.codex import CodexStream  # noqa: E402
 from llmtt.agents.opencode import OpencodeStream  # noqa: E402
+from llmtt.agents.pricing import SCRIPTED_PRICING  # noqa: E402
+from llmtt.agents.stream import LineBuffer, StreamParser  # noqa: E402
 from llmtt.events import EventWriter  # noqa: E402
 from llmtt.process.pty import READ_SIZE  # noqa: E402
 from llmtt.redaction import Redactor  # noqa: E402

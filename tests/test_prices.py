@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmtt.agents.cli import Pricing, Tokens, pricing_of
+from llmtt.agents.pricing import Pricing, Tokens, pricing_of
 from llmtt.providers import import_litellm
 from llmtt.spec.config import ModelSpec
 

@@ -6,17 +6,10 @@ import re
 from typing import Any
 
 from llmtt.agents.base import RunContext
-from llmtt.agents.cli import (
-    CliAgent,
-    Pricing,
-    StreamParser,
-    Tokens,
-    figure,
-    json_text,
-    listing,
-    mapping,
-)
+from llmtt.agents.cli_agent import CliAgent
 from llmtt.agents.install import pinned
+from llmtt.agents.pricing import Pricing, Tokens
+from llmtt.agents.stream import StreamParser, figure, json_text, listing, mapping
 from llmtt.events import EventWriter
 
 _EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (\d{1,10})\b")

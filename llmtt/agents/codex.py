@@ -25,18 +25,10 @@ from typing import Any
 from pydantic_core import from_json
 
 from llmtt.agents.base import RunContext
-from llmtt.agents.cli import (
-    CliAgent,
-    Pricing,
-    StreamParser,
-    Tokens,
-    figure,
-    json_text,
-    mapping,
-    unwrap_shell,
-    whole,
-)
+from llmtt.agents.cli_agent import CliAgent
 from llmtt.agents.install import pinned
+from llmtt.agents.pricing import Pricing, Tokens
+from llmtt.agents.stream import StreamParser, figure, json_text, mapping, unwrap_shell, whole
 from llmtt.events import EventWriter
 
 PROVIDER = "llmtt"

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from llmtt.agents.base import RunContext, VersionProbe
-from llmtt.agents.cli import SCRIPTED, CliAgent, Pricing, StreamParser
+from llmtt.agents.cli_agent import CliAgent
+from llmtt.agents.pricing import SCRIPTED, Pricing
+from llmtt.agents.stream import StreamParser
 from llmtt.events import EventWriter
 from llmtt.spec.config import AgentSettings
 

@@ -10,7 +10,7 @@ from importlib.metadata import version as package_version
 from typing import Any
 
 from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
-from llmtt.agents.cli import pricing_of, strip_ansi
+from llmtt.agents.pricing import pricing_of
 from llmtt.process.shell import run_shell
 from llmtt.providers import (
     SCRIPTED,
@@ -22,6 +22,7 @@ from llmtt.providers import (
     missing_key,
     resolve_model,
 )
+from llmtt.util.text import strip_ansi
 
 # Part of every litellm run's key: a change to what the model is told, or to how its commands
 # run, makes new runs rather than reusing old ones. 2: commands without a terminal.

@@ -6,18 +6,10 @@ import json
 from typing import Any
 
 from llmtt.agents.base import RunContext
-from llmtt.agents.cli import (
-    MAX_TOKENS,
-    CliAgent,
-    Pricing,
-    StreamParser,
-    Tokens,
-    figure,
-    json_text,
-    mapping,
-    whole,
-)
+from llmtt.agents.cli_agent import CliAgent
 from llmtt.agents.install import pinned
+from llmtt.agents.pricing import Pricing, Tokens
+from llmtt.agents.stream import MAX_TOKENS, StreamParser, figure, json_text, mapping, whole
 from llmtt.events import EventWriter
 
 PROVIDER = "llmtt"

@@ -26,7 +26,7 @@ def agents(args: argparse.Namespace) -> int:
 
 def _list_agents(root: Path) -> int:
     from llmtt.agents import install
-    from llmtt.agents.cli import CliAgent
+    from llmtt.agents.cli_agent import CliAgent
     from llmtt.agents.registry import agent_class
     from llmtt.spec.config import AgentSettings
 

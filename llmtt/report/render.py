@@ -338,7 +338,7 @@ def _details(run: Run) -> dict[str, Any]:
     """A run's panel: interaction metrics, gate results, failed tool calls, the event timeline
     (failed calls marked), the transcript's end."""
 
-    from llmtt.agents.cli import strip_ansi
+    from llmtt.util.text import strip_ansi
 
     out: dict[str, Any] = {}
     gates = run.dir / "gates.json"

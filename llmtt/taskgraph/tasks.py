@@ -84,7 +84,7 @@ def _warm_workers(task: Any) -> None:
     _WARM["done"] = True
     if not _parallel_run():
         return
-    import llmtt.agents.cli  # noqa: F401
+    import llmtt.agents.cli_agent  # noqa: F401
     import llmtt.execution.agent_layer  # noqa: F401
     import llmtt.plan.runs  # noqa: F401
     import llmtt.process.pty  # noqa: F401

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Protocol
 
 
@@ -17,3 +18,13 @@ class Masks(Protocol):
 
     def value(self, value: Any) -> Any:
         """A JSON-like value with every string in it masked."""
+
+
+_ANSI = re.compile(
+    r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[78=>]"
+)
+
+
+def strip_ansi(text: str) -> str:
+    """Terminal control sequences removed."""
+    return _ANSI.sub("", text)

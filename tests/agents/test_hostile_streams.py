@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 from test_stream_parsers import DATA, KINDS, make_parser
 
-from llmtt.agents.cli import MAX_TOKENS, SCRIPTED_PRICING, LineBuffer, StreamParser, pricing_of
 from llmtt.agents.codex import CodexStream
 from llmtt.agents.opencode import OpencodeStream
+from llmtt.agents.pricing import SCRIPTED_PRICING, pricing_of
+from llmtt.agents.stream import MAX_TOKENS, LineBuffer, StreamParser
 from llmtt.events import _ADAPTER, EventWriter
 from llmtt.redaction import Redactor
 from llmtt.spec.config import ModelSpec

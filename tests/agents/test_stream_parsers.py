@@ -24,25 +24,17 @@ import pytest
 
 from llmtt.agents.base import RunContext
 from llmtt.agents.claude_code import ClaudeStream, exit_code_of
-from llmtt.agents.cli import (
-    KEPT_OF_LINE,
-    MAX_LINE,
-    SCRIPTED_PRICING,
-    Limits,
-    LineBuffer,
-    Pricing,
-    StreamParser,
-    pricing_of,
-    strip_ansi,
-    unwrap_shell,
-)
+from llmtt.agents.cli_agent import Limits
 from llmtt.agents.codex import CodexStream
 from llmtt.agents.opencode import OpencodeStream
+from llmtt.agents.pricing import SCRIPTED_PRICING, Pricing, pricing_of
+from llmtt.agents.stream import KEPT_OF_LINE, MAX_LINE, LineBuffer, StreamParser, unwrap_shell
 from llmtt.events import MAX_TEXT, EventWriter, Message, Usage, read_events, run_usage
 from llmtt.process.pty import READ_SIZE
 from llmtt.redaction import MASK, Redactor
 from llmtt.spec.config import ModelSpec
 from llmtt.spec.scenario import Scenario
+from llmtt.util.text import strip_ansi
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 KINDS = ("claude-code", "opencode", "codex")

@@ -13,7 +13,6 @@ forks.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import select
 import signal
@@ -28,23 +27,37 @@ from ptyprocess import PtyProcess, PtyProcessError
 
 from llmtt.events import MAX_TEXT
 from llmtt.process import spawn
+from llmtt.process.tree import RunTree, become_subreaper, family, send_signal
 from llmtt.process.watchdog import marked
 
 READ_SIZE = 65536
+
+
 DIMENSIONS = (50, 220)
+
+
 # After the child exits, how long a descendant that still holds the PTY may keep us reading.
 DRAIN_SECS = 0.2
+
+
 # After SIGKILL, how long to wait for the run's processes to die and be reaped.
 KILL_WAIT_SECS = 1.0
+
+
 # How often to look again when there is nothing to wait on (no pidfd, or while killing).
 POLL_SECS = 0.02
-_PR_SET_CHILD_SUBREAPER = 36
+
+
 # The child under its PTY: spawned (spawn.Child), or forked by ptyprocess where it cannot be.
 _Spawned: TypeAlias = "PtyProcess | spawn.Child"
+
+
 # The signals the interpreter sets to be ignored at start (those subprocess restores).
 _PYTHON_IGNORES = tuple(
     getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, name)
 )
+
+
 _EOF = b"\x04"
 
 
@@ -89,9 +102,9 @@ def run_in_pty(
     if not cwd.is_dir():
         raise FileNotFoundError(f"working directory {cwd} does not exist")
     executable = _executable(argv, cwd, env)
-    _become_subreaper()
+    become_subreaper()
     me = os.getpid()
-    before = {p.pid: p.start for p in _family(me, deep=False)}
+    before = {p.pid: p.start for p in family(me, deep=False)}
     kept = _Capture(MAX_TEXT)
 
     def take(data: bytes) -> None:
@@ -111,7 +124,7 @@ def run_in_pty(
         )
     else:
         proc = _fork_spawn(executable, argv, env, cwd)
-    tree = _RunTree(proc.pid, before)
+    tree = RunTree(proc.pid, before)
     pidfd = _pidfd(proc.pid)
     try:
         terminal = _Terminal(proc.fd, _stdin_bytes(proc.fd, stdin_data), take)
@@ -216,20 +229,6 @@ def _executable(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> str:
     raise FileNotFoundError(
         f"command {command!r} not found, or not executable, on the PATH given (from {cwd})"
     )
-
-
-def _become_subreaper() -> bool:
-    """Make this process a child subreaper (Linux) so orphaned descendants re-parent to it.
-
-    Idempotent. Set on every run rather than once per import: the attribute is not inherited
-    through fork(), and doit -n forks the worker processes that run agents.
-    """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        one, zero = ctypes.c_ulong(1), ctypes.c_ulong(0)
-        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, one, zero, zero, zero)) == 0
-    except (OSError, AttributeError):  # not Linux: process-group killing still applies
-        return False
 
 
 def _pidfd(pid: int) -> int | None:
@@ -339,153 +338,7 @@ def _until_exit(
             terminal.wait(left)
 
 
-@dataclass(frozen=True)
-class _Proc:
-    """One line of /proc/<pid>/stat, the fields we need."""
-
-    pid: int
-    state: str
-    ppid: int
-    pgrp: int
-    session: int
-    start: int  # clock ticks after boot
-
-
-def _processes() -> list[_Proc]:
-    """Every process visible in /proc (none where there is no /proc)."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        if name.isdigit():
-            proc = _read_stat(int(name))
-            if proc is not None:
-                found.append(proc)
-    return found
-
-
-def _children(pid: int) -> list[int] | None:
-    """`pid`'s children, from every thread's /proc/PID/task/TID/children; None where the
-    kernel does not offer those files."""
-    try:
-        threads = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []  # gone
-    found: list[int] = []
-    for tid in threads:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
-                found += map(int, handle.read().split())
-        except FileNotFoundError:
-            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
-                continue  # the thread ended
-            return None  # no CONFIG_PROC_CHILDREN
-        except OSError:
-            continue
-    return found
-
-
-def _family(root: int, *, deep: bool, keep: Callable[[_Proc], bool] | None = None) -> list[_Proc]:
-    """`root`'s children that `keep` accepts and (`deep`) all their descendants, read from the
-    children lists of those processes alone, not from a scan of every process on the machine
-    (which is done only where the kernel keeps no children lists)."""
-    kids: Callable[[int], list[_Proc]]
-    top = _children(root)
-    if top is None:
-        by_parent: dict[int, list[_Proc]] = {}
-        for proc in _processes():
-            by_parent.setdefault(proc.ppid, []).append(proc)
-        kids = lambda pid: by_parent.get(pid, [])  # noqa: E731
-        first = kids(root)
-    else:
-        kids = _child_stats
-        first = _stats(top)
-    todo = [p for p in first if keep is None or keep(p)]
-    found: dict[int, _Proc] = {}
-    while todo:
-        proc = todo.pop()
-        if proc.pid not in found:
-            found[proc.pid] = proc
-            if deep:
-                todo.extend(kids(proc.pid))
-    return list(found.values())
-
-
-def _child_stats(pid: int) -> list[_Proc]:
-    return _stats(_children(pid) or [])
-
-
-def _stats(pids: list[int]) -> list[_Proc]:
-    return [p for p in map(_read_stat, pids) if p is not None]
-
-
-def _read_stat(pid: int) -> _Proc | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            raw = handle.read()
-        # the command name, in parentheses, may itself contain ")" and spaces
-        fields = raw.rsplit(b")", 1)[1].split()
-        ppid, pgrp, session, start = (int(fields[i]) for i in (1, 2, 3, 19))
-        return _Proc(pid, fields[0].decode(), ppid, pgrp, session, start)
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-class _RunTree:
-    """The processes one run started: the child's subtree, and its orphans re-parented to us.
-
-    A child of ours belongs to the run if it was not our child before the spawn, started no
-    earlier than the run's child, and is outside our session (a run's processes can never
-    join our session; a child another thread of ours starts normally stays in it).
-    """
-
-    def __init__(self, child: int, before: Mapping[int, int]) -> None:
-        self.me = os.getpid()
-        self.session = os.getsid(0)
-        self.child = child
-        self.before = before
-        stat = _read_stat(child)
-        self.child_start = stat.start if stat is not None else 0
-        self.procfs = stat is not None  # without /proc, only the process group is seen
-
-    def group_alive(self) -> bool:
-        """Whether the child's process group still has a member (for use without /proc)."""
-        try:
-            os.killpg(self.child, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
-
-    def members(self) -> list[_Proc]:
-        """The run's processes now, zombies included (the child only until it is reaped)."""
-        return _family(self.me, deep=True, keep=self._started_by_run)
-
-    def _started_by_run(self, proc: _Proc) -> bool:
-        return (
-            self.before.get(proc.pid) != proc.start
-            and proc.start >= self.child_start
-            and proc.session != self.session
-        )
-
-    def reap(self, members: list[_Proc]) -> set[int]:
-        """Reap the run's zombies that are our children; the pids reaped.
-
-        The child itself is left to ptyprocess, which keeps its exit status.
-        """
-        reaped = set()
-        for proc in members:
-            if proc.state in "ZX" and proc.ppid == self.me and proc.pid != self.child:
-                try:
-                    if os.waitpid(proc.pid, os.WNOHANG)[0] == proc.pid:
-                        reaped.add(proc.pid)
-                except ChildProcessError:  # already reaped
-                    reaped.add(proc.pid)
-        return reaped
-
-
-def _end_run(proc: _Spawned, tree: _RunTree, terminal: _Terminal | None, grace_secs: float) -> None:
+def _end_run(proc: _Spawned, tree: RunTree, terminal: _Terminal | None, grace_secs: float) -> None:
     """TERM what is left of the run, KILL it after `grace_secs`, reap it; bounded in time.
 
     Output that arrives meanwhile is still read (when `terminal` is given).
@@ -506,37 +359,17 @@ def _end_run(proc: _Spawned, tree: _RunTree, terminal: _Terminal | None, grace_s
         live = [p for p in left if p.state not in "ZX"]
         fresh = [p for p in live if p.pid not in termed]
         if now >= kill_at:
-            _signal(live, tree.child, signal.SIGKILL, group)
+            send_signal(live, tree.child, signal.SIGKILL, group)
         elif fresh or (group and not group_termed):
             # CONT too: a stopped process acts on TERM only once continued
             for sig in (signal.SIGTERM, signal.SIGCONT):
-                _signal(fresh, tree.child, sig, group)
+                send_signal(fresh, tree.child, sig, group)
             termed.update(p.pid for p in fresh)
             group_termed = group
         if terminal is not None and terminal.open:
             terminal.wait(POLL_SECS)
         else:
             time.sleep(POLL_SECS)
-
-
-def _signal(procs: list[_Proc], group: int, sig: int, blind: bool = False) -> None:
-    """Send `sig` to `procs`, and to the child's process group while one of them is in it.
-
-    The group signal also reaches a process forked after the last look at /proc. It is sent
-    only while a member is seen (or `blind`ly, without /proc), so that a pid reused after the
-    group emptied is never signalled.
-    """
-    targets = {p.pid for p in procs}
-    if blind or any(p.pgrp == group for p in procs):
-        try:
-            os.killpg(group, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-    for pid in targets:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _status(proc: _Spawned, timed_out: bool) -> tuple[int | None, int | None]:

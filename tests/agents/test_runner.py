@@ -226,9 +226,9 @@ def test_without_children_lists_a_scan_of_proc_finds_them(
 ) -> None:
     """Where the kernel keeps no /proc/PID/task/TID/children (no CONFIG_PROC_CHILDREN), the
     run's processes are found by a scan of every process, and still ended."""
-    import llmtt.process.pty as runner
+    import llmtt.process.tree as tree
 
-    monkeypatch.setattr(runner, "_children", lambda pid: None)
+    monkeypatch.setattr(tree, "children", lambda pid: None)
     with cleanup(tmp_path / "left.pid"):
         result = run(leave_behind(tmp_path, mode) + "exit 0", tmp_path, timeout=1.5)
         assert (result.exit_code, result.timed_out) == (0, False)

@@ -9,7 +9,8 @@ from typing import Any
 
 from conftest import Project
 
-from llmtt.report.render import render, report_data
+from llmtt.report.aggregate import report_data
+from llmtt.report.render import render
 from llmtt.spec.project import load_project
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "report.md.snapshot"

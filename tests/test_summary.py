@@ -10,7 +10,7 @@ from xml.etree import ElementTree as ET
 import pytest
 from conftest import GIT_TOML, Project
 
-from llmtt.report.render import junit
+from llmtt.report.junit import junit
 from llmtt.results.summary import comparisons, repeats
 
 

@@ -2,41 +2,27 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import hashlib
-import json
 import os
-from collections import defaultdict
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from llmtt.errors import LlmttError
-from llmtt.evaluation.outcome import as_expected, verdict
-from llmtt.plan.runs import Plan, Run
-from llmtt.report.charts import trend_line
-from llmtt.results.baseline import group_label, regressions
-from llmtt.results.store import sync_results_db
-from llmtt.results.summary import comparisons, repeats
-from llmtt.results.trends import history
+from llmtt.plan.runs import Run
+from llmtt.results.baseline import group_label
 from llmtt.spec.project import Project
-from llmtt.util.atomic import read_json, read_jsonl, write_json, write_text
-from llmtt.util.hashing import hash_file
+from llmtt.util.atomic import read_json, read_jsonl, write_text
 
-REPORT_FORMAT = 1
-# What report.html reads of a transcript's end, to show its last 4,000 characters once
-# terminal sequences are gone.
-TRANSCRIPT_TAIL_BYTES = 65536
 PACKAGE_TEMPLATES = Path(__file__).parents[1] / "templates"
 
 
 def _environment(project: Project) -> Any:
-    return _environment_for(project.templates_dir, _compiled_dir(project.results_dir, "text"))
+    return _environment_for(project.templates_dir, compiled_dir(project.results_dir, "text"))
 
 
 @functools.cache
-def _compiled_dir(results_dir: Path, kind: str) -> Path:
+def compiled_dir(results_dir: Path, kind: str) -> Path:
     """Where the templates of one environment are kept compiled: under the results folder,
     apart per environment (its options shape the code) and per llmtt (its filters)."""
     from llmtt.report.cache import code_id
@@ -46,7 +32,7 @@ def _compiled_dir(results_dir: Path, kind: str) -> Path:
 
 
 @functools.cache
-def _bytecode_cache(directory: Path) -> Any:
+def bytecode_cache(directory: Path) -> Any:
     """jinja2's bytecode cache in `directory`, keyed by each template's name and source: a
     template compiles once, not once per process (each took ~20 ms; loading it, ~0.5 ms).
     A cache that cannot be written (a read-only results folder, a full disk) only costs the
@@ -87,21 +73,21 @@ def _environment_for(templates_dir: Path, compiled: Path) -> Any:
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
-        bytecode_cache=_bytecode_cache(compiled),
+        bytecode_cache=bytecode_cache(compiled),
     )
-    _add_filters(env)
+    add_filters(env)
     env.filters["cell"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
     return env
 
 
-def _add_filters(env: Any) -> None:
+def add_filters(env: Any) -> None:
     """The words every template uses for values that are not there (the same in every report):
     `n/a` a value that does not apply (a rate over no command, no judge), `unknown` one that
     exists but nobody knows (a cost with no known price, an exit code never reported), `no
     model` / `no variant` a run axis left out by design."""
-    env.filters["num"] = _num
+    env.filters["num"] = num
     env.filters["usd"] = _usd
-    env.filters["exit"] = _exit
+    env.filters["exit"] = exit_label
     env.filters["model"] = lambda v: v or "no model"
     env.filters["variant"] = lambda v: v or "no variant"
     env.filters["group"] = group_label
@@ -109,10 +95,10 @@ def _add_filters(env: Any) -> None:
 
 def _usd(value: Any, digits: int = 4) -> str:
     """A cost in USD; null is a cost nobody knows (no known price), never zero."""
-    return "unknown" if value is None else _num(value, digits)
+    return "unknown" if value is None else num(value, digits)
 
 
-def _num(value: Any, digits: int = 3) -> str:
+def num(value: Any, digits: int = 3) -> str:
     if value is None:
         return "n/a"
     if isinstance(value, bool):
@@ -142,7 +128,7 @@ def render_evaluation(project: Project, run: Run) -> tuple[str, str]:
     info = read_json(run.dir / "run.json")
     metrics = read_json(run.dir / "metrics.json")
     gates = read_json(run.dir / "gates.json")["gates"]
-    commands = _paired_calls(read_jsonl(run.dir / "events.jsonl"))
+    commands = paired_calls(read_jsonl(run.dir / "events.jsonl"))
     judge_path = run.dir / "judge.json"
     judge = read_json(judge_path) if run.judge is not None and judge_path.exists() else None
     text = render(
@@ -162,7 +148,7 @@ def render_evaluation(project: Project, run: Run) -> tuple[str, str]:
     return str(metrics["outcome"]), redact(str(metrics["outcome_reason"]))
 
 
-def _paired_calls(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def paired_calls(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each tool call's command with its result's exit code (null: no result, or unknown)."""
     calls: dict[str, dict[str, Any]] = {}
     order: list[dict[str, Any]] = []
@@ -176,402 +162,6 @@ def _paired_calls(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return order
 
 
-def report_data(rows: list[dict[str, Any]], selection: str, generated_at: str) -> dict[str, Any]:
-    """The one data model every report renders: counts, groups, repeats, comparisons, runs."""
-    return {
-        "format": REPORT_FORMAT,
-        "generated_at": generated_at,
-        "selection": selection,
-        "summary": _summary(rows),
-        "groups": _groups(rows),
-        "scenarios": _by_scenario(rows),
-        "categories": _by_tag(rows),
-        "repeats": repeats(rows),
-        "comparisons": comparisons(rows),
-        "runs": rows,
-    }
-
-
-def aggregate(plan: Plan) -> dict[str, Any]:
-    """Write report.json, report.md, report.html and junit.xml over every run of the plan;
-    return their data (redacted, like every file it goes into)."""
-    from llmtt.report.cache import report_runs
-
-    project = plan.project
-    sync_results_db(project.results_dir / "results.jsonl")  # after a kill between the two
-    redact = project.redactor()
-    env = _html_environment(project)
-    panel = env.get_template("report-run.html.j2")
-    made = report_runs(
-        project.results_dir,
-        plan.runs,
-        redact,
-        _row_and_panel,
-        lambda row, details: str(panel.render(r=row, d=details)),
-        _template_id(project, "report-run.html.j2"),
-    )
-    rows = [m.row for m in made]
-    details = _Panels({run.run_id: m.panel for run, m in zip(plan.runs, made, strict=True)})
-    run_panels = "".join(m.html for m in made)
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    data: dict[str, Any] = report_data(rows, plan.selection.describe(), now)
-    baseline = project.root / project.config.paths.baseline
-    blessed = read_json(baseline) if baseline.exists() else None
-    if blessed is not None:
-        data["baseline"] = str(baseline.relative_to(project.root))
-        data["regressions"] = regressions(rows, blessed, project.config.regressions)
-    # The rows are redacted already, and what is made of them holds the selection and the
-    # baseline besides.
-    data = {k: v if k == "runs" else redact.value(v) for k, v in data.items()}
-    results = project.results_dir
-    trend = history(results / "results.db", blessed)
-    trend["chart"] = trend_line(trend["overall"], trend["baseline"])
-    trend = redact.value(trend)
-    write_json(results / "report.json", data, compact=True)  # `data` is redacted above
-    write_text(results / "junit.xml", junit(data["runs"]), redact)
-    html = _html(project, data, details, run_panels, trend)
-    write_text(results / "report.html", html, redact)
-    write_text(results / "report.md", render(project, "report.md.j2", **data), redact)
-    return data
-
-
-def _html(
-    project: Project,
-    data: dict[str, Any],
-    details: Mapping[str, Any],
-    run_panels: str,
-    trend: dict[str, Any],
-) -> str:
-    """report.html: one self-contained file (inline CSS, SVG charts and a small sort script).
-    `run_panels`: the runs' panels, each rendered from `report-run.html.j2` (and kept)."""
-    import jinja2
-    from markupsafe import Markup
-
-    from llmtt.report.charts import cost_vs_pass, pass_rate_bars
-
-    env = _html_environment(project)
-    charts = {"pass_rate": pass_rate_bars(data["groups"]), "cost": cost_vs_pass(data["groups"])}
-    try:
-        return str(
-            env.get_template("report.html.j2").render(
-                **data,
-                details=details,
-                run_panels=Markup(run_panels),
-                charts=charts,
-                history=trend,
-            )
-        )
-    except jinja2.TemplateError as exc:
-        raise LlmttError(f"report.html.j2: template error: {exc}") from None
-
-
-def _html_environment(project: Project) -> Any:
-    return _html_environment_for(project.templates_dir, _compiled_dir(project.results_dir, "html"))
-
-
-@functools.cache
-def _html_environment_for(templates_dir: Path, compiled: Path) -> Any:
-    """The environment of report.html and its runs' panels (escaping what it shows)."""
-    import jinja2
-
-    loader = jinja2.ChoiceLoader(
-        [jinja2.FileSystemLoader(templates_dir), jinja2.FileSystemLoader(PACKAGE_TEMPLATES)]
-    )
-    env = jinja2.Environment(
-        loader=loader,
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        bytecode_cache=_bytecode_cache(compiled),
-    )
-    _add_filters(env)
-    return env
-
-
-def _template_id(project: Project, name: str) -> str:
-    """What tells the template of that name that renders (the project's own, else llmtt's) from
-    another: its content's hash."""
-    own = project.templates_dir / name
-    return hash_file(own if own.is_file() else PACKAGE_TEMPLATES / name)
-
-
-class _Panels(Mapping[str, Any]):
-    """Each run's panel by run id, read from its JSON when a template asks for it: the default
-    report.html shows the panels already rendered, so 10,000 of them are not decoded for
-    nothing (a template of the project's own may still read `details`)."""
-
-    def __init__(self, panels: dict[str, str]) -> None:
-        self._panels = panels
-
-    def __getitem__(self, run_id: str) -> Any:
-        return json.loads(self._panels[run_id])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._panels)
-
-    def __len__(self) -> int:
-        return len(self._panels)
-
-
-# The interaction metrics a run's panel shows, by their metrics.json names (DESIGN.md).
-PANEL_METRICS = (
-    "turns",
-    "tool_calls",
-    "tool_calls_error",
-    "total_commands",
-    "unique_commands",
-    "error_count",
-    "error_rate",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-    "duration_secs",
-)
-
-
-def _row_and_panel(run: Run) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A run's row (its result.json, or what is known of a run not evaluated, read against its
-    scenario's `expect`) and its panel; neither redacted yet."""
-    return _expectation(run, _row(run)), _details(run)
-
-
-def _details(run: Run) -> dict[str, Any]:
-    """A run's panel: interaction metrics, gate results, failed tool calls, the event timeline
-    (failed calls marked), the transcript's end."""
-
-    from llmtt.util.text import strip_ansi
-
-    out: dict[str, Any] = {}
-    gates = run.dir / "gates.json"
-    if gates.exists():
-        out["gates"] = read_json(gates)["gates"]
-    metrics_path = run.dir / "metrics.json"
-    metrics = read_json(metrics_path) if metrics_path.exists() else {}
-    if "total_commands" in metrics:  # an evaluated run (an error outcome has no such metrics)
-        out["metrics"] = {name: metrics.get(name) for name in PANEL_METRICS}
-    evaluated = metrics.get("evaluators")
-    if evaluated:
-        out["evaluators"] = {k: evaluated[k] for k in ("overall_score", "results", "errors")}
-    events = run.dir / "events.jsonl"
-    if events.exists():
-        listed = read_jsonl(events)
-        out["timeline"] = _timeline(listed[:400])
-        out["failed_calls"] = [
-            call for call in _paired_calls(listed) if call["exit_code"] not in (0, None)
-        ]
-    transcript = run.dir / "transcript.raw.txt"
-    if transcript.exists():
-        with open(transcript, "rb") as handle:  # its end only: a transcript may be 100 MB
-            handle.seek(max(0, os.fstat(handle.fileno()).st_size - TRANSCRIPT_TAIL_BYTES))
-            text = strip_ansi(handle.read().decode("utf-8", errors="replace"))
-        if len(text) > 4000:
-            # From a line's start: a line cut in the middle may show the end of a key whose
-            # shape, at its start, was what gave it away.
-            text = text[-4000:].partition("\n")[2] or text[-4000:]
-        out["transcript"] = text
-    return out
-
-
-def _timeline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The events as lines, each with its kind; a tool call whose result exited non-zero and
-    that result are both of kind `failed`."""
-    lines: list[dict[str, Any]] = []
-    calls: dict[str, dict[str, Any]] = {}
-    for event in events:
-        kind = event["event"]
-        if kind == "tool_call":
-            line = {"kind": "call", "text": f"$ {event['command']}"}
-            calls[str(event.get("id"))] = line
-            lines.append(line)
-        elif kind == "tool_result":
-            code = event.get("exit_code")
-            failed = code not in (0, None)
-            lines.append(
-                {"kind": "failed" if failed else "result", "text": f"  -> exit {_exit(code)}"}
-            )
-            if failed and str(event.get("id")) in calls:
-                calls[str(event.get("id"))]["kind"] = "failed"
-        elif kind == "message":
-            lines.append({"kind": "agent", "text": f"agent: {str(event.get('text', ''))[:300]}"})
-        elif kind == "complete":
-            said = f"exit {_exit(event.get('exit_code'))}, timed out {_num(event.get('timed_out'))}"
-            lines.append({"kind": "end", "text": f"(ended: {said})"})
-    return lines
-
-
-def _exit(code: Any) -> str:
+def exit_label(code: Any) -> str:
     """An exit code as the reports word it: null is a code nobody knows, never 0."""
     return "unknown" if code is None else str(code)
-
-
-def junit(rows: list[dict[str, Any]]) -> str:
-    """One test case per run: a failure carries the outcome reason; an error, why it could not
-    be carried out."""
-    from xml.etree import ElementTree as ET
-
-    failures = sum(1 for r in rows if r["outcome"] in ("pass", "fail") and not as_expected(r))
-    errors = sum(1 for r in rows if r["outcome"] not in ("pass", "fail"))
-    suite = ET.Element(
-        "testsuite", name="llmtt", tests=str(len(rows)), failures=str(failures), errors=str(errors)
-    )
-    for row in rows:
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            classname=row["scenario"],
-            name=row["run_id"],
-            time=str(row.get("duration_secs") or 0),
-        )
-        if row["outcome"] in ("pass", "fail") and row.get("expect", "pass") == "fail":
-            # A negative control: its failure is the test passing, its pass the test failing.
-            said = row["outcome_reason"]
-            if as_expected(row):
-                ET.SubElement(case, "system-out").text = f"failed as expected: {said}"
-            else:
-                message = f"passed unexpectedly: the scenario expects fail (expect: fail); {said}"
-                ET.SubElement(case, "failure", message=message).text = message
-        elif row["outcome"] == "fail":
-            ET.SubElement(case, "failure", message=row["outcome_reason"]).text = row[
-                "outcome_reason"
-            ]
-        elif row["outcome"] != "pass":
-            ET.SubElement(case, "error", message=row["outcome_reason"]).text = row["outcome_reason"]
-    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def _row(run: Run) -> dict[str, Any]:
-    path = run.dir / "result.json"
-    if not path.exists():
-        return {
-            **run.identity(),
-            "outcome": "missing",
-            "outcome_reason": "not evaluated",
-            "gates_passed": 0,
-            "gates_total": 0,
-            "metrics": {},
-            "cost_usd": None,
-            "duration_secs": None,
-        }
-    record: dict[str, Any] = read_json(path)
-    return record
-
-
-def _expectation(run: Run, row: dict[str, Any]) -> dict[str, Any]:
-    """The row with the scenario's current `expect` and the outcome worded against it; the
-    outcome itself stays what happened (result.json and results.jsonl never hold these)."""
-    row["expect"] = run.scenario.spec.expect
-    row["verdict"] = verdict(row)
-    return row
-
-
-def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    # One pass over the rows (a report of 10,000 runs sums them for every group, scenario and
-    # tag).
-    counts: dict[str, int] = defaultdict(int)
-    costs: list[float] = []
-    judge_costs: list[float] = []
-    gates_passed: float = 0
-    gates_total: float = 0
-    names = ("tool_calls_ok", "tool_calls_error", "turns", "input_tokens", "output_tokens")
-    totals = dict.fromkeys(names, 0)
-    done = failed_as_expected = passed_unexpectedly = 0
-    duration: float = 0
-    for r in rows:
-        outcome = r["outcome"]
-        counts[outcome] += 1
-        duration += r["duration_secs"] or 0
-        if r.get("cost_usd") is not None:
-            costs.append(r["cost_usd"])
-        judge = r.get("judge")
-        if judge and judge.get("cost_usd"):
-            judge_costs.append(judge["cost_usd"])
-        if outcome not in ("pass", "fail"):
-            continue
-        done += 1
-        # Weighted (bashkit-eval's overall rate); records written before weights count each
-        # gate 1.
-        gates_passed += r.get("gates_score", r.get("gates_passed")) or 0
-        gates_total += r.get("gates_max", r.get("gates_total")) or 0
-        metrics = r.get("metrics") or {}
-        for name in names:
-            totals[name] += int(metrics.get(name) or 0)
-        if r.get("expect") == "fail":
-            if as_expected(r):
-                failed_as_expected += 1
-            else:
-                passed_unexpectedly += 1
-    evaluated = counts["pass"] + counts["fail"]
-    costs += judge_costs
-    calls_ok, calls_error = totals["tool_calls_ok"], totals["tool_calls_error"]
-    turns = totals["turns"]
-    return {
-        "runs": len(rows),
-        "passed": counts["pass"],
-        "failed": counts["fail"],
-        # of the failed and the passed: negative controls (`expect: fail`) that did as expected
-        "failed_as_expected": failed_as_expected,
-        "passed_unexpectedly": passed_unexpectedly,
-        "errors": counts["error"],
-        "missing": counts["missing"],
-        "pass_rate": round(counts["pass"] / evaluated, 4) if evaluated else None,
-        # bashkit-eval's partial rate: the share of all gates that passed, over every run
-        "gate_rate": round(gates_passed / gates_total, 4) if gates_total else None,
-        "tool_calls_ok": calls_ok,
-        "tool_calls_error": calls_error,
-        "tool_call_success_rate": round(calls_ok / (calls_ok + calls_error), 4)
-        if calls_ok + calls_error
-        else None,
-        "turns": turns,
-        "mean_turns": round(turns / done, 2) if done else None,
-        "input_tokens": totals["input_tokens"],
-        "output_tokens": totals["output_tokens"],
-        "cost_usd": round(sum(costs), 6) if costs else None,
-        "duration_secs": round(duration, 3),
-    }
-
-
-def _groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    # No model / no variant is null in the data and worded by the templates ("no variant").
-    grouped: dict[tuple[str, str | None, str | None], list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        grouped[(row["agent"], row["model"] or None, row["variant"] or None)].append(row)
-    out = []
-    for (agent, model, variant), members in sorted(
-        grouped.items(), key=lambda item: tuple(part or "" for part in item[0])
-    ):
-        summary = _summary(members)
-        metrics = [m["metrics"] for m in members if m.get("metrics")]
-        out.append(
-            {
-                "agent": agent,
-                "model": model,
-                "variant": variant,
-                **summary,
-                "mean_error_rate": _mean(m.get("error_rate") for m in metrics),
-                "mean_first_try_success_rate": _mean(
-                    m.get("first_try_success_rate") for m in metrics
-                ),
-                "total_commands": sum(m.get("total_commands", 0) for m in metrics),
-                "help_invocations": sum(m.get("help_invocations", 0) for m in metrics),
-            }
-        )
-    return out
-
-
-def _by_scenario(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        grouped[row["scenario"]].append(row)
-    return [{"scenario": name, **_summary(members)} for name, members in sorted(grouped.items())]
-
-
-def _by_tag(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        for tag in row.get("tags") or ["(untagged)"]:
-            grouped[tag].append(row)
-    return [{"tag": tag, **_summary(members)} for tag, members in sorted(grouped.items())]
-
-
-def _mean(values: Any) -> float | None:
-    present = [v for v in values if v is not None]
-    return round(sum(present) / len(present), 4) if present else None

@@ -751,7 +751,7 @@ def _report_action(spec: RunSpec) -> TaskFailed | None:
 
 @_guarded
 def _aggregate_action() -> TaskFailed | None:
-    from llmtt.report.render import aggregate
+    from llmtt.report.aggregate import aggregate
 
     plan = _plan()[0]
     if TaskPlan.of(plan) != TASKS:

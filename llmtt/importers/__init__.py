@@ -1,1 +1,5 @@
-"""Importers: other tools' datasets and scenarios as llmtt scenarios."""
+"""Importers: other tools' datasets and scenarios (bashkit-eval, llm-tool-test) as llmtt
+scenarios.
+
+May import: `llmtt.report` and every layer below it.
+"""

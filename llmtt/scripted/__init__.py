@@ -7,7 +7,10 @@ calls, token figures, HTTP errors and hangs; without one the server plays the sc
 `solution`, one command a turn with fixed token counts, so a run's usage is the same on every
 machine. Each answer is decided from the request alone: after a compaction, from the marker
 of turns played that the server's answer to the summary request left in the conversation. A
-scripted run costs nothing.
+scripted run costs nothing. The format of a session is `llmtt.spec.scripted`; the server is
+`llmtt.scripted.server`.
+
+May import: `llmtt.providers`, `llmtt.process`, `llmtt.spec` and the leaves.
 """
 
 from __future__ import annotations

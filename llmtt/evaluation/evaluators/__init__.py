@@ -1,2 +1,2 @@
-"""Pluggable evaluators (AgentDock's framework): the interface (`base`), the registry that finds
-built-in and third-party ones alike (`registry`), and the built-ins."""
+"""Pluggable evaluators (AgentDock's framework): the interface (`base`), the evaluators by type
+through the one registry (`registry`), the runner (`runner`), and the built-ins."""

@@ -32,8 +32,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noq
 
 from llmtt import __version__
 from llmtt.errors import LlmttError
-from llmtt.execution.budget import BudgetExhausted
-from llmtt.execution.budget import Ledger as FileLedger
+from llmtt.execution.budget import BudgetExhausted, Ledger
 from llmtt.executors.remote import Job, carry_out
 
 # Failures of the cluster, not of the layer: the layer is sent once more.
@@ -57,7 +56,7 @@ class _LedgerActor:
     """The controller's ledger file, for the nodes: placed on the controller's node."""
 
     def __init__(self, path: str, budget: float) -> None:
-        self.ledger = FileLedger(Path(path), budget)
+        self.ledger = Ledger(Path(path), budget)
 
     def reserve(self, key: str, amount: float) -> str | None:
         try:
@@ -75,7 +74,7 @@ class _LedgerActor:
 
 @dataclass(frozen=True)
 class LedgerProxy:
-    """The ledger as a layer on a node uses it (llmtt.executors.remote.Ledger)."""
+    """The ledger as a layer on a node uses it (llmtt.executors.remote.LedgerAccess)."""
 
     actor: Any
 
@@ -329,7 +328,7 @@ def agent_layer(
     job: Job,
     project: Any,
     run: Any,
-    ledger: FileLedger | None,
+    ledger: Ledger | None,
     held: float | None,
     hold_again: Callable[[], float | None],
 ) -> dict[str, Any]:

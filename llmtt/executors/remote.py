@@ -91,7 +91,7 @@ class Job:
     run_files: bytes | None = None  # evaluate: the run folder, as the agent layer left it
 
 
-class Ledger(Protocol):
+class LedgerAccess(Protocol):
     """The session budget as a node reaches it (see llmtt.execution.budget.Ledger)."""
 
     def reserve(self, key: str, amount: float) -> None:
@@ -107,7 +107,7 @@ class Ledger(Protocol):
 class LedgerPurse:
     """The session ledger, for a run's evaluators that call a model."""
 
-    def __init__(self, ledger: Ledger, run_id: str) -> None:
+    def __init__(self, ledger: LedgerAccess, run_id: str) -> None:
         self.ledger = ledger
         self.prefix = f"{run_id}:evaluate:"
 
@@ -300,7 +300,7 @@ def _passed_env(env: dict[str, str | None], keys: dict[str, str]) -> Iterator[No
 
 
 def carry_out(
-    job: Job, archive: bytes, ledger: Ledger | None, node: str, keys: dict[str, str]
+    job: Job, archive: bytes, ledger: LedgerAccess | None, node: str, keys: dict[str, str]
 ) -> dict[str, Any]:
     """On a node (`node` names it in run.json): carry out one layer of one run with the
     controller's `keys` in its environment; return the run folder and what the layer appended
@@ -319,7 +319,7 @@ def carry_out(
 
 
 def _carry_out(
-    job: Job, root: Path, task: Path, ledger: Ledger | None, node: str
+    job: Job, root: Path, task: Path, ledger: LedgerAccess | None, node: str
 ) -> dict[str, Any]:
     from llmtt.evaluation.evaluate import evaluate_run
     from llmtt.execution.agent_layer import execute_run

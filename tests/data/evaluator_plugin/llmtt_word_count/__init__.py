@@ -6,14 +6,14 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from llmtt.evaluation.evaluators.base import (
+from llmtt.plugins import (
+    Criterion,
     EvaluationInput,
     EvaluationResult,
     Evaluator,
     EvaluatorConfig,
     pass_fail,
 )
-from llmtt.spec.evaluation import Criterion
 
 
 class WordCountConfig(EvaluatorConfig):

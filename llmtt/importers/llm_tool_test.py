@@ -23,8 +23,9 @@ from pydantic import ValidationError
 from llmtt.errors import ConfigError, LlmttError
 from llmtt.importers.bashkit import Imported, dump_scenario
 from llmtt.spec.gates import NAME_RE
-from llmtt.spec.loading import problems_from, read_yaml
+from llmtt.spec.loading import read_yaml
 from llmtt.spec.scenario import Scenario
+from llmtt.spec.validation import problems_from
 
 _SAME = ("description", "tags", "tier", "task", "setup", "scripts", "run")
 _TARGET_FIELDS = ("binary", "command_pattern", "health_check", "env", "version_command")

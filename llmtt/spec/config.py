@@ -10,7 +10,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from llmtt.errors import ConfigError
-from llmtt.spec.loading import read_toml, validate
+from llmtt.spec.loading import read_toml
+from llmtt.spec.validation import validate
 
 CONFIG_FILE = "llmtt.toml"
 

@@ -11,7 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 from llmtt.spec.checks import parse_check
 from llmtt.spec.config import Strict, check_regex
-from llmtt.spec.loading import register_union_tags
+from llmtt.spec.validation import register_union_tags
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 

@@ -16,9 +16,10 @@ from llmtt import registry
 from llmtt.errors import ConfigError, LlmttError, Problem
 from llmtt.redaction import Redactor
 from llmtt.spec.config import Config, MatrixSpec, TargetSpec, load_config
-from llmtt.spec.loading import Loc, dotted, line_of, problems_from
+from llmtt.spec.loading import Loc, dotted, line_of
 from llmtt.spec.rubric import Rubric, load_rubric
 from llmtt.spec.scenario import LoadedScenario, ScenarioMatrix, load_scenario
+from llmtt.spec.validation import problems_from
 from llmtt.util import signatures as inputs
 
 # The redactors made by `Project.redactor`, by project: (project, environment, redactor).

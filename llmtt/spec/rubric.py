@@ -9,7 +9,8 @@ from pydantic import Field, field_validator
 from llmtt.errors import ConfigError
 from llmtt.spec.config import Strict
 from llmtt.spec.gates import NAME_RE
-from llmtt.spec.loading import dotted, line_of, read_yaml, validate
+from llmtt.spec.loading import dotted, line_of, read_yaml
+from llmtt.spec.validation import validate
 
 
 class RubricCriterion(Strict):

@@ -13,8 +13,9 @@ from llmtt.errors import ConfigError
 from llmtt.spec.config import Strict, TargetSpec
 from llmtt.spec.evaluation import EvaluationSpec, ScriptsSpec
 from llmtt.spec.gates import NAME_RE, ScriptGate, ScriptSource
-from llmtt.spec.loading import Loc, read_yaml, validate
+from llmtt.spec.loading import Loc, read_yaml
 from llmtt.spec.scripted import ScriptedSession
+from llmtt.spec.validation import validate
 
 
 class TaskSpec(Strict):

@@ -74,12 +74,24 @@ def test_run_shell_cuts_large_output_at_its_head_or_keeps_head_and_tail(tmp_path
 def test_background_process_does_not_hold_the_command(tmp_path: Path) -> None:
     started = time.monotonic()
     result = run_shell(
-        "sleep 60 & echo $! > pid; echo done", cwd=tmp_path, env=ENV, timeout_secs=10
+        "sleep 60 & echo $! > pid; echo done", cwd=tmp_path, env=ENV, timeout_secs=30
     )
-    assert result.ok and time.monotonic() - started < 3
+    assert result.ok and time.monotonic() - started < 15  # not held to its limit by the sleep
     pid = int((tmp_path / "pid").read_text())
-    time.sleep(0.2)
-    assert not Path(f"/proc/{pid}").exists() or " Z " in Path(f"/proc/{pid}/stat").read_text()
+    # The kill is sent before run_shell returns; its delivery is the kernel's, so wait for it.
+    deadline = time.monotonic() + 10
+    while not _ended(pid):
+        assert time.monotonic() < deadline, f"the background sleep (pid {pid}) is still running"
+        time.sleep(0.02)
+
+
+def _ended(pid: int) -> bool:
+    """Whether `pid` is gone or a zombie (this container's init may never reap it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
 def test_prepare_makes_a_fresh_isolated_workspace(tmp_path: Path) -> None:

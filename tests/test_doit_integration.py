@@ -100,7 +100,7 @@ def test_list_status_and_info_say_what_is_pending(project: Project) -> None:
     assert names == ["aggregate", "alpha/oracle/r1", "beta/oracle/r1"]
     assert project.doit("run").code == 0
     status = project.doit("list", "--status")
-    assert all(line.startswith("U ") for line in status.out.splitlines()), status.out
+    assert [line.split()[0] for line in status.out.splitlines()] == ["U"] * 3, status.out
     path = project.root / "scenarios/beta.yaml"
     path.write_text(path.read_text().replace("Make a repository.", "Make a git repository."))
     status = project.doit("list", "--status")

@@ -9,7 +9,8 @@ import sys
 import tempfile
 import textwrap
 import threading
-from collections.abc import Iterator
+import types
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -209,3 +210,127 @@ def embeddings() -> Iterator[tuple[str, type[Embeddings]]]:
     yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
     server.shutdown()
     server.server_close()
+
+
+# The test tiers. `system` marks a test that starts real things or waits for them: `doit`
+# processes, the agent CLIs, Ray, Chromium, pip, other processes, time limits running out. The
+# rest run in this process, all of them in well under a minute: `scripts/test --fast` runs only
+# those. A test is `system` when its code uses one of SYSTEM_NAMES, or a fixture it uses or a
+# function of its own module it calls does (read from their bytecode, so helpers count); or when
+# its module or its name is listed below, for what the names cannot show. A test that is not
+# `system` and runs `Project.doit` all the same fails, saying where to list it.
+SYSTEM_NAMES = frozenset(
+    {
+        "doit",  # Project.doit, and the modules' own `doit(...)` helpers
+        "DOIT",  # the `doit` executable, started directly
+        "LLMTT",  # the `llmtt` executable
+        "cli_project",  # a project that drives the pinned agent CLIs
+        "chromium",
+        "subprocess",  # any other process
+        "executable",  # sys.executable: a Python process
+        "sleep",  # a test that waits for something to happen
+        "run_loop",  # test_litellm_agent's loop in this process: importing litellm takes seconds
+    }
+)
+SYSTEM_MODULES = frozenset(
+    {
+        "test_ray.py",  # a Ray cluster of its own
+        "test_faults.py",  # bench/faults.py: doit processes killed and started again
+    }
+)
+# Tests (by function, every parametrisation) that wait for a time limit or a stalled stream, or
+# grind, in this process: each takes half a second or more.
+SYSTEM_TESTS = frozenset(
+    {
+        "test_fields_of_other_types_never_fail_the_run",  # agents/test_hostile_streams.py
+        "test_timeout_kills_and_keeps_partial_output",  # agents/test_runner.py
+        "test_term_ignoring_child_is_killed_after_the_grace",
+        "test_left_behind_descendants_do_not_survive",
+        "test_stop_callback_ends_the_run_early",
+        "test_a_json_path_gate_on_output_just_readable_never_fails_the_layer",  # .../test_deep_json.py
+        "test_gate_timeout_fails_with_reason_and_runs_the_rest",  # evaluation/test_gates.py
+        "test_without_a_json_verdict_the_exit_code_decides_with_a_note",  # .../test_scripts_protocol.py
+        "test_records_to_many_dependency_files_in_one_process_keep_few_files_open",  # test_depfile.py
+        "test_only_the_newest_plans_are_kept",  # test_plancache.py
+        "test_a_large_text_is_redacted_quickly",  # test_redaction.py
+        "test_hang_before_the_answer_then_a_retry_is_answered",  # test_scripted.py
+        "test_hang_mid_stream_after_the_first_event",
+        "test_run_shell_captures_and_times_out",  # test_shell_and_workspace.py
+        "test_run_shell_has_no_terminal_and_reports_a_signal_death",
+    }
+)
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """The global and attribute names `code` uses, its nested functions' and lambdas' too."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def _reaches(func: object, seen: set[object]) -> set[str]:
+    """The names `func` uses, and those of the functions of its own module that it calls."""
+    code = getattr(func, "__code__", None)
+    if not isinstance(code, types.CodeType) or func in seen:
+        return set()
+    seen.add(func)
+    names = _names(code)
+    where = getattr(func, "__module__", "")
+    module = sys.modules.get(where)
+    for name in list(names):
+        helper = getattr(module, name, None)
+        if isinstance(helper, types.FunctionType) and helper.__module__ == where:
+            names |= _reaches(helper, seen)
+    return names
+
+
+def _is_system(item: pytest.Item) -> bool:
+    if item.path.name in SYSTEM_MODULES or getattr(item, "originalname", None) in SYSTEM_TESTS:
+        return True
+    seen: set[object] = set()
+    names = _reaches(getattr(item, "function", None), seen)
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in info.name2fixturedefs.values() if info is not None else ():
+        for fixture in defs:
+            names |= _reaches(fixture.func, seen)
+    return not names.isdisjoint(SYSTEM_NAMES)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_system(item):
+            item.add_marker(pytest.mark.system)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    """An in-process test that runs `doit` all the same fails, naming the fix."""
+    if item.get_closest_marker("system") is not None:
+        return (yield)
+
+    def refused(self: Project, *args: str, **kwargs: object) -> DoitResult:
+        raise AssertionError(
+            f"{item.nodeid} runs `doit` but is not marked `system`: add its name to "
+            "SYSTEM_TESTS in tests/conftest.py"
+        )
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Project, "doit", refused)
+        return (yield)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Name the in-process tests that took over a second: they may belong in SYSTEM_TESTS."""
+    slow = [
+        report
+        for report in terminalreporter.stats.get("passed", [])
+        if report.when == "call" and report.duration > 1 and "system" not in report.keywords
+    ]
+    if slow:
+        terminalreporter.write_sep("-", "in-process tests over 1 s (not marked `system`)")
+        for report in slow:
+            terminalreporter.write_line(f"{report.duration:5.1f} s {report.nodeid}")

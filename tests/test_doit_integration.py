@@ -100,7 +100,7 @@ def test_list_status_and_info_say_what_is_pending(project: Project) -> None:
     assert names == ["aggregate", "alpha/oracle/r1", "beta/oracle/r1"]
     assert project.doit("run").code == 0
     status = project.doit("list", "--status")
-    assert all(line.startswith("U ") for line in status.out.splitlines()), status.out
+    assert [line.split()[0] for line in status.out.splitlines()] == ["U"] * 3, status.out
     path = project.root / "scenarios/beta.yaml"
     path.write_text(path.read_text().replace("Make a repository.", "Make a git repository."))
     status = project.doit("list", "--status")
@@ -353,7 +353,15 @@ def test_ctrl_c_keeps_what_finished_and_leaves_no_process(
         os.killpg(doit.pid, signal.SIGINT)  # llmtt's own clean-up ends the agent's processes
         doit.communicate(timeout=30)
         pytest.fail("the quick run did not finish or the slow one never started")
-    time.sleep(0.5)  # the quick run's result reaches doit's parent process
+    # The quick run's success is saved by doit's parent process (its dependency file commits
+    # each success at once): ^C once `doit list --status` sees it up to date.
+    deadline = time.monotonic() + 60
+    while "U a-quick/oracle/r1" not in project.doit("list", "--status").out:
+        if time.monotonic() > deadline:
+            os.killpg(doit.pid, signal.SIGINT)
+            doit.communicate(timeout=30)
+            pytest.fail("the quick run's success was never saved")
+        time.sleep(0.1)
     os.killpg(doit.pid, signal.SIGINT)
     out, err = doit.communicate(timeout=30)
     assert doit.returncode in (-signal.SIGINT, 130), (doit.returncode, out, err)

@@ -80,6 +80,6 @@ def test_example_with_repeats_and_two_variants_reads_at_a_glance(tmp_path: Path)
     assert len(report["runs"]) == scenarios * 3 * 2
     (comparison,) = report["comparisons"]
     assert (comparison["a"], comparison["b"], comparison["pairs"]) == ("v1", "v2", scenarios * 3)
-    assert all(r["pass_at_k"]["3"] is not None for r in report["repeats"])
+    assert report["repeats"] and all(r["pass_at_k"]["3"] is not None for r in report["repeats"])
     html = (project.results() / "report.html").read_text()
     assert "variant v1 (A) vs v2 (B)" in html and "pass@k" in html and 'class="bar"' in html

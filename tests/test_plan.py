@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,23 @@ def test_target_version_is_part_of_the_agent_key(demo: Project) -> None:
     after = plan(demo).runs[0]
     assert after.target_version == "9.9"
     assert {k for k in before.agent_key if before.agent_key[k] != after.agent_key[k]} == {"target"}
+
+
+def test_a_target_rebuilt_at_the_same_path_is_probed_again(
+    demo: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Versions are cached per binary (path, size, modification time): an upgrade installed
+    over the old file is a new version, not the cached one."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    git = bin_dir / "git"
+    git.write_text("#!/bin/sh\necho 'git version 98.0'\n")
+    git.chmod(0o755)
+    assert plan(demo).runs[0].target_version == "git version 98.0"
+    assert "git version 98.0" in (demo.results() / ".llmtt-cache/versions.json").read_text()
+    git.write_text("#!/bin/sh\necho 'git version 99.10'\n")
+    assert plan(demo).runs[0].target_version == "git version 99.10"
 
 
 def test_failed_version_probe_is_recorded_not_raised(demo: Project) -> None:

@@ -74,6 +74,7 @@ def full(root: Path, selection: Selection) -> TaskPlan:
 def demo(project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
     project.write("llmtt.toml", TOML)
     project.write("scenarios/fixtures/f/file.txt", "one\n")
+    (project.root / "scenarios/fixtures/f/link").symlink_to("file.txt")
     project.write("scenarios/demo.yaml", SCENARIO)
     project.write("scenarios/judged.yaml", JUDGED)
     project.write("rubrics/r.yaml", RUBRIC)
@@ -125,6 +126,13 @@ MUTATIONS: dict[str, Callable[[Path], None]] = {
         r / "scenarios/fixtures/f/file.txt", "one", "two"
     ),
     "fixture file added": lambda r: (r / "scenarios/fixtures/f/new.txt").write_text("x"),
+    "fixture file renamed": lambda r: (r / "scenarios/fixtures/f/file.txt").rename(
+        r / "scenarios/fixtures/f/file2.txt"  # still before `link`: only the name moves
+    ),
+    "fixture link pointed elsewhere": lambda r: (
+        (r / "scenarios/fixtures/f/link").unlink(),
+        (r / "scenarios/fixtures/f/link").symlink_to("elsewhere.txt"),
+    ),
     "fixture file made executable": lambda r: (r / "scenarios/fixtures/f/file.txt").chmod(0o755),
     "fixture subfolder added": lambda r: (r / "scenarios/fixtures/f/sub").mkdir(),
     "scenario added": lambda r: (r / "scenarios/other.yaml").write_text(

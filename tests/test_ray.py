@@ -118,7 +118,7 @@ def test_example_suite_on_ray_matches_a_local_run(cluster: RayCluster, tmp_path:
     assert done.returncode == 0, done.stdout + done.stderr
     # Every run's agent layer was carried out by a Ray node, not by the controller.
     where = {rid: on_ray.json(f"{rid}/run.json").get("executed_on") for rid in _runs(on_ray)}
-    assert all(str(w).startswith("ray:") for w in where.values()), where
+    assert where and all(str(w).startswith("ray:") for w in where.values()), where
     assert _runs(on_ray) == _runs(local), _diff(_runs(on_ray), _runs(local))
     # Same keys: neither a second Ray run nor a local one finds anything to do.
     again = ray_doit(cluster, on_ray)

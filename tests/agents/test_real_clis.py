@@ -115,6 +115,7 @@ def test_events_carry_the_commands_and_real_exit_codes(runs: Project, agent: str
     assert messages[-1] == "Done: every step of the task has been carried out."
     usage = [e for e in events if e["event"] == "usage"]
     # The scripted model costs nothing, whatever the client computes.
+    assert usage, "no usage event"
     assert all(u["cost_usd"] == 0.0 and u["cost_source"] == "scripted" for u in usage)
 
 

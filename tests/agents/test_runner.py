@@ -152,8 +152,8 @@ def test_missing_command_or_directory_raises(tmp_path: Path) -> None:
 
 def test_stdin_gets_eof_at_once(tmp_path: Path) -> None:
     started = time.monotonic()
-    result = run("cat; echo after", tmp_path, timeout=10)
-    assert time.monotonic() - started < 2
+    result = run("cat; echo after", tmp_path, timeout=30)
+    assert time.monotonic() - started < 15  # not waited for to its limit
     assert (result.exit_code, result.timed_out, result.output) == (0, False, "after\n")
 
 
@@ -176,15 +176,15 @@ def test_transcript_and_callback_receive_raw_bytes(tmp_path: Path) -> None:
 def test_timeout_kills_and_keeps_partial_output(tmp_path: Path) -> None:
     started = time.monotonic()
     result = run("echo started; sleep 30", tmp_path, timeout=1)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 15  # killed at its limit, not run to its end (30 s)
     assert result.timed_out and result.exit_code is None
     assert result.output == "started\n"
 
 
-def test_term_ignoring_child_is_killed_within_five_seconds(tmp_path: Path) -> None:
+def test_term_ignoring_child_is_killed_after_the_grace(tmp_path: Path) -> None:
     started = time.monotonic()
     result = run("trap '' TERM; echo stubborn; sleep 30", tmp_path, timeout=1)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 15  # KILLed 1 s after TERM, not run to its end (30 s)
     assert result.timed_out and (result.exit_code, result.signal) == (None, signal.SIGKILL)
     assert result.output == "stubborn\n"
 
@@ -192,8 +192,8 @@ def test_term_ignoring_child_is_killed_within_five_seconds(tmp_path: Path) -> No
 def test_plain_background_job_is_killed_and_reaped(tmp_path: Path) -> None:
     with cleanup(tmp_path / "bg.pid"):
         started = time.monotonic()
-        result = run("sleep 300 & echo $! > bg.pid; echo bg; exit 0", tmp_path)
-        assert time.monotonic() - started < 2
+        result = run("sleep 300 & echo $! > bg.pid; echo bg; exit 0", tmp_path, timeout=30)
+        assert time.monotonic() - started < 15  # not held to its limit by the job
         assert (result.exit_code, result.output) == (0, "bg\n")
         assert not alive(int((tmp_path / "bg.pid").read_text()))
 
@@ -207,16 +207,17 @@ def test_left_behind_descendants_do_not_survive(tmp_path: Path, mode: str, ends:
     grace = 3.0 if mode == "stopped" else 1.0
     with cleanup(tmp_path / "left.pid"):
         started = time.monotonic()
-        result = run(script, tmp_path, timeout=1.5, grace_secs=grace)
+        limit = 1.5 if ends == "times out" else 30
+        result = run(script, tmp_path, timeout=limit, grace_secs=grace)
         elapsed = time.monotonic() - started
         assert f"{mode} started" in result.output and "ready" in result.output
         if ends == "exits":
-            # the descendant holds the PTY open: draining must not wait for it
+            # the descendant holds the PTY open: draining must not wait for it (to the limit)
             assert (result.exit_code, result.timed_out) == (0, False)
-            assert elapsed < (2.5 if mode == "stubborn" else 1.5)
+            assert elapsed < 15
         else:
             assert result.timed_out and result.exit_code is None
-            assert elapsed < 1.5 + 5
+            assert elapsed < 1.5 + grace + 12  # ended, not left to its 300 s
         assert not alive(int((tmp_path / "left.pid").read_text()))
 
 
@@ -305,10 +306,10 @@ def test_large_output_reaches_the_transcript_whole_and_the_result_cut(tmp_path: 
     result = run(
         "head -c 5000000 /dev/zero | tr '\\0' a; echo; echo the end",
         tmp_path,
-        timeout=30,
+        timeout=60,
         transcript=transcript,
     )
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # a fraction of a second here, not its limit
     assert result.exit_code == 0
     assert transcript.getvalue() == b"a" * 5_000_000 + b"\r\nthe end\r\n"
     half = MAX_TEXT // 2
@@ -323,15 +324,15 @@ def test_stop_callback_ends_the_run_early(tmp_path: Path) -> None:
     seen: list[bytes] = []
     started = time.monotonic()
     result = run_in_pty(
-        ["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9; do echo tick; sleep 0.2; done"],
+        ["sh", "-c", "for i in $(seq 40); do echo tick; sleep 0.5; done"],
         cwd=tmp_path,
         env=ENV,
-        timeout_secs=10,
+        timeout_secs=60,
         on_output=seen.append,
         stop=lambda: b"".join(seen).count(b"tick") >= 2,
     )
     assert result.stopped and not result.timed_out and result.exit_code is None
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 10  # about 0.5 s; run to its end it takes 20 s
     assert result.output.count("tick") in (2, 3)
 
 

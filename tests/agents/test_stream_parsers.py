@@ -295,6 +295,7 @@ def test_cost_from_a_price_the_user_gave(kind: str, tmp_path: Path) -> None:
 def test_a_model_nobody_priced_has_an_unknown_cost(kind: str, tmp_path: Path) -> None:
     events, parser = contract(kind, tmp_path, pricing=pricing_of("nobody-priced-this", {}))
     usage = of(events, "usage")
+    assert usage, "no usage event"
     assert all(u["cost_usd"] is None and "cost_source" not in u for u in usage)
     assert parser.spent is None
     # What the client computed itself is kept apart, never taken as the cost.

@@ -1,4 +1,5 @@
-"""Models as litellm reaches them: names, endpoints, keys, prices, and provider errors.
+"""Models as litellm reaches them: names, endpoints, keys, prices (`prices`: a table read as
+data, without litellm), and provider errors.
 
 litellm is imported only inside these functions (it takes ~2 s to import), never when doit
 loads the task list.
@@ -16,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from llmtt.providers.prices import price_table
 from llmtt.spec.config import ModelSpec
 
 SCRIPTED = "scripted"
@@ -48,26 +50,14 @@ class ResolvedModel:
     def cost(
         self, tokens_in: int, tokens_out: int, cache_read: int = 0, cache_write: int = 0
     ) -> float | None:
-        """What a call cost: 0 when free, declared prices, litellm's table, else None.
+        """What a call cost: 0 when free, declared prices, the price table, else None.
         `tokens_in` is the uncached input; cache reads and writes are priced apart."""
         if self.free:
             return 0.0
         if self.prices is not None:
             counts = (tokens_in, tokens_out, cache_read, cache_write)
             return round(sum(n * p for n, p in zip(counts, self.prices, strict=True)) / 1e6, 8)
-        litellm = import_litellm()
-        try:
-            parts = litellm.cost_per_token(
-                model=self.litellm,
-                # litellm's prompt count holds the cached input too.
-                prompt_tokens=tokens_in + cache_read + cache_write,
-                completion_tokens=tokens_out,
-                cache_read_input_tokens=cache_read,
-                cache_creation_input_tokens=cache_write,
-            )
-        except Exception:  # noqa: BLE001 - litellm raises several kinds for unmapped models
-            return None
-        return round(float(parts[0]) + float(parts[1]), 8)
+        return price_table().cost(self.litellm, tokens_in, tokens_out, cache_read, cache_write)
 
 
 def resolve_model(

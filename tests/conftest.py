@@ -209,3 +209,22 @@ def embeddings() -> Iterator[tuple[str, type[Embeddings]]]:
     yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
     server.shutdown()
     server.server_close()
+
+
+def without_litellm(tmp_path: Path) -> dict[str, str]:
+    """The variable (PYTHONPATH) that makes a Python, and the doit or llmtt it starts, one where
+    litellm cannot be imported, as if it were not installed: a sitecustomize puts a finder
+    first on sys.meta_path that refuses it."""
+    shim = tmp_path / "no-litellm"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(
+        "import sys\n\n\n"
+        "class NoLitellm:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'litellm':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "        return None\n\n\n"
+        "sys.meta_path.insert(0, NoLitellm())\n"
+    )
+    paths = [str(shim), os.environ.get("PYTHONPATH", "")]
+    return {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}

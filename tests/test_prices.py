@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import without_litellm
 
 from llmtt.agents.pricing import Pricing, Tokens, pricing_of
 from llmtt.providers import import_litellm
@@ -199,7 +200,7 @@ def test_the_cost_is_litellms_over_every_chat_model_of_its_table() -> None:
     llmtt's cost is litellm.cost_per_token's, but where litellm cannot tell a name's provider
     (it raises; llmtt prices the entry the name names) and where an entry is priced by the
     second or the hour (litellm: 0 or the rate of the moment; llmtt: unknown)."""
-    litellm = import_litellm()
+    litellm = import_litellm("comparing prices")
     table = price_table()
     assert table.source == str(litellm_file())  # litellm is installed here: its own file
     rng = random.Random(26)
@@ -261,24 +262,6 @@ def test_llmtts_own_table_is_litellms_cut_by_scripts_prices() -> None:
             assert own.cost(name, *tokens) == whole.cost(name, *tokens), name
 
 
-def blocked_env(tmp_path: Path) -> dict[str, str]:
-    """The environment of a Python where `import litellm` fails as if it were not installed: a
-    sitecustomize puts a finder first on sys.meta_path that refuses it."""
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "sitecustomize.py").write_text(
-        "import sys\n\n"
-        "class NoLitellm:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] == 'litellm':\n"
-        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
-        "        return None\n\n"
-        "sys.meta_path.insert(0, NoLitellm())\n"
-    )
-    paths = [str(shim), os.environ.get("PYTHONPATH", "")]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
-
-
 PRICE_A_CLI_AGENTS_RUN = """
 import sys
 from llmtt.agents.pricing import Tokens, pricing_of
@@ -296,7 +279,7 @@ if sys.argv[1:] == ["blocked"]:
 
 @pytest.mark.parametrize("installed", [True, False])
 def test_a_cli_agents_cost_never_imports_litellm(tmp_path: Path, installed: bool) -> None:
-    env = dict(os.environ) if installed else blocked_env(tmp_path)
+    env = {**os.environ, **({} if installed else without_litellm(tmp_path))}
     done = subprocess.run(
         [sys.executable, "-c", PRICE_A_CLI_AGENTS_RUN, "installed" if installed else "blocked"],
         env=env,

@@ -171,9 +171,10 @@ def _tier_rates(entry: Entry, prompt: int) -> tuple[float, float, float, float] 
 
 
 def slim(entries: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """What `scripts/prices` keeps of litellm's file: the chat models, with only the fields
-    `PriceTable.cost` reads (costing any of them here gives what costing it in the whole file
-    gives)."""
+    """What `scripts/prices` keeps of litellm's file: the models of the modes an agent or a
+    judge calls (chat, responses), with only the fields `PriceTable.cost` reads, so that each
+    costs here what it costs in the whole file. (With litellm installed, its whole file is read:
+    an embedding model is priced too, for the evaluator that calls one.)"""
     kept: dict[str, dict[str, Any]] = {}
     for name, entry in entries.items():
         if not isinstance(entry, Mapping) or entry.get("mode") not in MODES:

@@ -257,6 +257,7 @@ SYSTEM_TESTS = frozenset(
         "test_hang_mid_stream_after_the_first_event",
         "test_run_shell_captures_and_times_out",  # test_shell_and_workspace.py
         "test_run_shell_has_no_terminal_and_reports_a_signal_death",
+        "test_the_cost_is_litellms_over_every_chat_model_of_its_table",  # test_prices.py: ~10 s
     }
 )
 
@@ -334,3 +335,22 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_sep("-", "in-process tests over 1 s (not marked `system`)")
         for report in slow:
             terminalreporter.write_line(f"{report.duration:5.1f} s {report.nodeid}")
+
+
+def without_litellm(tmp_path: Path) -> dict[str, str]:
+    """The variable (PYTHONPATH) that makes a Python, and the doit or llmtt it starts, one where
+    litellm cannot be imported, as if it were not installed: a sitecustomize puts a finder
+    first on sys.meta_path that refuses it."""
+    shim = tmp_path / "no-litellm"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(
+        "import sys\n\n\n"
+        "class NoLitellm:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'litellm':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "        return None\n\n\n"
+        "sys.meta_path.insert(0, NoLitellm())\n"
+    )
+    paths = [str(shim), os.environ.get("PYTHONPATH", "")]
+    return {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}

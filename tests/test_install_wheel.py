@@ -1,6 +1,7 @@
 """From nothing to a passing first scenario, as the README tells a user: a fresh virtualenv,
 `pip install` of llmtt's wheel (built here from the checkout, never the editable install),
-`llmtt init --target X` for a real third-party CLI, `doit run`.
+`llmtt init --target X` for a real third-party CLI, `doit run`. That is the core install: it
+brings no litellm, and needs none (prices come from llmtt's own table).
 
 The README's commands are run as written (only the wheel's path and the tool's name are filled
 in). pip takes llmtt's dependencies from the wheels `scripts/setup test` collected, with no
@@ -98,7 +99,9 @@ def test_readme_commands_take_an_empty_folder_to_a_passing_first_scenario(
         [
             "bash",
             "-euc",
-            script + "\nllmtt check\nllmtt agents\npython -c 'import llmtt; print(llmtt.__file__)'",
+            script
+            + "\nllmtt check\nllmtt agents\npip list --format freeze"
+            + "\npython -c 'import llmtt; print(llmtt.__file__)'",
         ],
         cwd=folder,
         env=env,
@@ -115,6 +118,8 @@ def test_readme_commands_take_an_empty_folder_to_a_passing_first_scenario(
     site = folder / ".venv/lib/python3.11/site-packages/llmtt/__init__.py"
     assert done.stdout.strip().splitlines()[-1] == str(site)
     assert "not installed: llmtt agents install claude-code" in done.stdout
+    installed = {line.split("==")[0].lower() for line in done.stdout.splitlines() if "==" in line}
+    assert {"llmtt", "doit", "pydantic"} <= installed and "litellm" not in installed
     assert (folder / "llm-tool-test-results/first/oracle/r1/evaluation.md").is_file()
 
 
@@ -146,6 +151,8 @@ def test_a_uv_tool_install_runs_a_suite_through_llmtt_doit(wheel: Path, tmp_path
     )
     assert installed.returncode == 0, installed.stderr
     assert sorted(p.name for p in (home / "bin").iterdir()) == ["llmtt"]
+    (site,) = (home / "tools" / "llmtt" / "lib").glob("python3*/site-packages")
+    assert (site / "doit").is_dir() and not list(site.glob("litellm*"))  # the core install
     folder = tmp_path / "repo"
     folder.mkdir()
     llmtt = str(home / "bin" / "llmtt")

@@ -81,6 +81,11 @@ class Agent(ABC):
 
     def unavailable(self, model: str | None) -> str | None:
         """Why this agent cannot run here with `model` (what to install or set), or None."""
+        return self.missing_dependency()
+
+    def missing_dependency(self) -> str | None:
+        """What llmtt's own Python lacks for this agent (an optional dependency, with the
+        command that installs it), or None; `llmtt validate` says it before any run."""
         return None
 
     @abstractmethod

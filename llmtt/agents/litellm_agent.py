@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from typing import Any
 
@@ -19,6 +20,7 @@ from llmtt.providers import (
     ResolvedModel,
     complete,
     first_message,
+    litellm_missing,
     missing_key,
     resolve_model,
 )
@@ -119,14 +121,22 @@ class LitellmAgent(Agent):
     model_name_field = "litellm"
 
     def version(self, probe: VersionProbe) -> str:
-        """The loop's own version and litellm's."""
-        return f"{LOOP_VERSION}/litellm-{package_version('litellm')}"
+        """The loop's own version and litellm's ("not installed" without it, as a CLI's)."""
+        try:
+            return f"{LOOP_VERSION}/litellm-{package_version('litellm')}"
+        except PackageNotFoundError:
+            return f"{LOOP_VERSION}/litellm not installed"
+
+    def missing_dependency(self) -> str | None:
+        """litellm, when it is not installed."""
+        return litellm_missing("the litellm agent")
 
     def unavailable(self, model: str | None) -> str | None:
-        """A paid model whose API key is nowhere: which variable to set."""
-        if model is None or model == SCRIPTED:
-            return None
-        missing = missing_key(resolve_model(model, self.models))
+        """No litellm, or a paid model whose API key is nowhere: what to install or set."""
+        missing = self.missing_dependency()
+        if missing is not None or model is None or model == SCRIPTED:
+            return missing
+        missing = missing_key(resolve_model(model, self.models), "the litellm agent")
         return f"litellm with model {model!r}: {missing}" if missing else None
 
     def run(self, ctx: RunContext) -> AgentExit:

@@ -6,6 +6,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llmtt.plan.runs import Plan
+    from llmtt.spec.project import Project
 
 
 def init(args: argparse.Namespace) -> int:
@@ -46,6 +51,7 @@ def import_dataset(args: argparse.Namespace) -> int:
 
 
 def validate(root: Path) -> int:
+    from llmtt.errors import LlmttError
     from llmtt.plan.runs import build_plan
     from llmtt.spec.project import load_project
     from llmtt.spec.selection import Selection
@@ -54,11 +60,35 @@ def validate(root: Path) -> int:
     plan = build_plan(project, Selection())
     for warning in project.warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    missing = missing_dependencies(project, plan)
+    if missing:
+        raise LlmttError("; ".join(missing))
     print(
         f"ok: {root / 'llmtt.toml'}, {len(project.scenarios)} scenarios, "
         f"{len(project.rubrics)} rubrics, {len(plan.runs)} runs planned"
     )
     return 0
+
+
+def missing_dependencies(project: Project, plan: Plan) -> list[str]:
+    """What the planned runs need that this Python lacks (the litellm agent, a judge or an
+    evaluator that calls a model, without litellm), each with the command that installs it."""
+    from llmtt.agents.registry import make_agent
+    from llmtt.evaluation.evaluators.registry import evaluator_class
+    from llmtt.providers import litellm_missing
+
+    found: list[str | None] = []
+    for agent in dict.fromkeys(run.agent for run in plan.runs):
+        found.append(make_agent(project.config, project.root, agent).missing_dependency())
+    if any(run.judge is not None for run in plan.runs):
+        found.append(litellm_missing("the judge"))
+    types = dict.fromkeys(
+        spec.type for run in plan.runs for spec in run.scenario.spec.evaluation.evaluators
+    )
+    for type_id in types:
+        if evaluator_class(type_id, project.config.evaluators, project.root).calls_model:
+            found.append(litellm_missing(f"evaluator {type_id}"))
+    return [message for message in dict.fromkeys(found) if message is not None]
 
 
 def schema(out: Path) -> int:

@@ -122,7 +122,7 @@ def judge(
 ) -> dict[str, Any]:
     """Ask, validate, repair once; the record of judge.json (never raises for a bad answer;
     a judge that cannot be asked at all, for want of a key, is the user's to fix)."""
-    missing = missing_key(model)
+    missing = missing_key(model, "the judge")
     if missing:
         raise LlmttError(f"the judge ({model.name}) cannot run: {missing}")
     messages: list[dict[str, Any]] = [

@@ -84,7 +84,7 @@ class NlpAccuracyEvaluator(OneCriterionEvaluator[NlpAccuracyConfig]):
 
     def _embed(self, texts: list[str]) -> tuple[list[float], list[float]]:
         assert self.model is not None
-        litellm = import_litellm()
+        litellm = import_litellm(f"evaluator {self.type}")
         response = litellm.embedding(
             model=self.model.litellm,
             input=texts,

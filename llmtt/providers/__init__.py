@@ -1,12 +1,15 @@
 """Models as litellm reaches them: names, endpoints, keys, prices, and provider errors.
 
-litellm is imported only inside these functions (it takes ~2 s to import), never when doit
-loads the task list.
+litellm is optional (`pip install 'llmtt[litellm]'`): the litellm agent, the judge and the
+evaluators that call a model need it; prices do not (`prices`, a table read as data). It is
+imported only inside the functions that call a model (it takes seconds to import), never when
+doit loads the task list; where it is missing, they say what to install (LlmttError).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -16,9 +19,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from llmtt.errors import LlmttError
+from llmtt.providers.prices import price_table
 from llmtt.spec.config import ModelSpec
 
 SCRIPTED = "scripted"
+LITELLM_INSTALL = "pip install 'llmtt[litellm]'"
 _FATAL_MARKERS = (
     "insufficient_quota",
     "billing",
@@ -48,26 +54,14 @@ class ResolvedModel:
     def cost(
         self, tokens_in: int, tokens_out: int, cache_read: int = 0, cache_write: int = 0
     ) -> float | None:
-        """What a call cost: 0 when free, declared prices, litellm's table, else None.
+        """What a call cost: 0 when free, declared prices, the price table, else None.
         `tokens_in` is the uncached input; cache reads and writes are priced apart."""
         if self.free:
             return 0.0
         if self.prices is not None:
             counts = (tokens_in, tokens_out, cache_read, cache_write)
             return round(sum(n * p for n, p in zip(counts, self.prices, strict=True)) / 1e6, 8)
-        litellm = import_litellm()
-        try:
-            parts = litellm.cost_per_token(
-                model=self.litellm,
-                # litellm's prompt count holds the cached input too.
-                prompt_tokens=tokens_in + cache_read + cache_write,
-                completion_tokens=tokens_out,
-                cache_read_input_tokens=cache_read,
-                cache_creation_input_tokens=cache_write,
-            )
-        except Exception:  # noqa: BLE001 - litellm raises several kinds for unmapped models
-            return None
-        return round(float(parts[0]) + float(parts[1]), 8)
+        return price_table().cost(self.litellm, tokens_in, tokens_out, cache_read, cache_write)
 
 
 def resolve_model(
@@ -132,21 +126,40 @@ def endpoint_of(
     return Endpoint(spec.id or name, spec.api_base, spec.api_key_env, key)
 
 
-def import_litellm() -> Any:
-    """litellm, with its price table read from the package rather than the network."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+def litellm_missing(who: str) -> str | None:
+    """What to say when litellm is not installed (looked for without importing it): `who`
+    (e.g. "the judge") needs it, and the command that installs it; None when it is."""
+    try:
+        found = importlib.util.find_spec("litellm") is not None
+    except (ImportError, ValueError):
+        found = False
+    return None if found else f"{who} needs litellm: {LITELLM_INSTALL}"
 
+
+def import_litellm(who: str) -> Any:
+    """litellm, with its price table read from the package rather than the network; where it
+    is missing, an LlmttError saying that `who` (e.g. "the judge") needs it."""
+    missing = litellm_missing(who)
+    if missing is not None:
+        raise LlmttError(missing)
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        import litellm
+    except ImportError as exc:  # installed, but broken: say so, with the same fix
+        raise LlmttError(
+            f"{who} needs litellm, which fails to import ({exc}): {LITELLM_INSTALL}"
+        ) from None
     litellm.suppress_debug_info = True
     return litellm
 
 
-def missing_key(model: ResolvedModel) -> str | None:
+def missing_key(model: ResolvedModel, who: str = "checking a model's API key") -> str | None:
     """What to set before a paid model can be called, when its API key is nowhere; else None.
 
     A model whose `[models.X]` names a key variable needs that one. Otherwise litellm knows
     the variable each provider reads: only key-like names count (a provider's `..._API_BASE`
-    often has a default), and a model with its own `api_base` may need no key.
+    often has a default), and a model with its own `api_base` may need no key. That asks
+    litellm: LlmttError naming `who` when it is not installed.
     """
     if model.free or model.api_key:
         return None
@@ -154,7 +167,7 @@ def missing_key(model: ResolvedModel) -> str | None:
         return f"no API key: set {model.api_key_env} ([models.{toml_key(model.name)}] api_key_env)"
     if model.api_base:
         return None
-    litellm = import_litellm()
+    litellm = import_litellm(who)
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # it prints a provider list for some
             found = litellm.validate_environment(model.litellm)
@@ -170,11 +183,14 @@ def missing_key(model: ResolvedModel) -> str | None:
 
 
 def spending_refusal(model: ResolvedModel, who: str) -> str | None:
-    """Why `who` (e.g. "the judge") may not call `model` now: a paid model without
-    LLMTT_ENABLED=1, or no key; None when it may."""
+    """Why `who` (e.g. "the judge") may not call `model` now: no litellm to call it with, a
+    paid model without LLMTT_ENABLED=1, or no key; None when it may."""
+    missing = litellm_missing(who)
+    if missing is not None:
+        return missing
     if not model.free and os.environ.get("LLMTT_ENABLED") != "1":
         return f"{who} ({model.name}) can spend money; set LLMTT_ENABLED=1"
-    missing = missing_key(model)
+    missing = missing_key(model, who)
     return f"{who} ({model.name}) cannot run: {missing}" if missing else None
 
 
@@ -229,7 +245,7 @@ def complete(
     timeout ends there at the latest, even for an endpoint that answers a byte at a time, and
     a retry whose backoff would end after it is not made (ProviderGaveUp, `out_of_time`).
     """
-    litellm = import_litellm()
+    litellm = import_litellm(f"a request to the model {model.name!r}")
     fatal = (
         litellm.AuthenticationError,
         litellm.PermissionDeniedError,

@@ -1,7 +1,7 @@
-"""Runs through Ray: 64 runs of a 2-second agent (the oracle playing `sleep 2`) on a local
-two-node Ray cluster (tests/ray_cluster.py: a head and a second node, each declaring `--cpus`
-CPUs, in a network namespace of their own), against `doit run -n N` on this machine alone, and
-the controller's own cost per run.
+"""Runs through Ray: 64 runs of a 2-second agent (the oracle playing `sleep 2`) on a local two-node
+Ray cluster (tests/executors/ray_cluster.py: a head and a second node, each declaring `--cpus` CPUs,
+in a network namespace of their own), against `doit run -n N` on this machine alone, and the
+controller's own cost per run.
 
     .venv/bin/python bench/ray.py [--runs 64] [--secs 2] [--slots 8] [--cpus 4]
 
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "executors"))
 
 from installed import compile_llmtt  # noqa: E402
 from ray_cluster import RayCluster  # noqa: E402

@@ -243,21 +243,21 @@ SYSTEM_MODULES = frozenset(
 SYSTEM_TESTS = frozenset(
     {
         "test_fields_of_other_types_never_fail_the_run",  # agents/test_hostile_streams.py
-        "test_timeout_kills_and_keeps_partial_output",  # agents/test_runner.py
+        "test_timeout_kills_and_keeps_partial_output",  # process/test_pty.py
         "test_term_ignoring_child_is_killed_after_the_grace",
         "test_left_behind_descendants_do_not_survive",
         "test_stop_callback_ends_the_run_early",
         "test_a_json_path_gate_on_output_just_readable_never_fails_the_layer",  # .../test_deep_json.py
         "test_gate_timeout_fails_with_reason_and_runs_the_rest",  # evaluation/test_gates.py
         "test_without_a_json_verdict_the_exit_code_decides_with_a_note",  # .../test_scripts_protocol.py
-        "test_records_to_many_dependency_files_in_one_process_keep_few_files_open",  # test_depfile.py
-        "test_only_the_newest_plans_are_kept",  # test_plancache.py
+        "test_records_to_many_dependency_files_in_one_process_keep_few_files_open",  # taskgraph/test_depfile.py
+        "test_only_the_newest_plans_are_kept",  # plan/test_plancache.py
         "test_a_large_text_is_redacted_quickly",  # test_redaction.py
-        "test_hang_before_the_answer_then_a_retry_is_answered",  # test_scripted.py
+        "test_hang_before_the_answer_then_a_retry_is_answered",  # scripted/test_scripted.py
         "test_hang_mid_stream_after_the_first_event",
-        "test_run_shell_captures_and_times_out",  # test_shell_and_workspace.py
+        "test_run_shell_captures_and_times_out",  # process/test_shell_and_workspace.py
         "test_run_shell_has_no_terminal_and_reports_a_signal_death",
-        "test_the_cost_is_litellms_over_every_chat_model_of_its_table",  # test_prices.py: ~10 s
+        "test_the_cost_is_litellms_over_every_chat_model_of_its_table",  # providers/test_prices.py: ~10 s
     }
 )
 

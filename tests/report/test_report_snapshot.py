@@ -13,7 +13,7 @@ from llmtt.report.aggregate import report_data
 from llmtt.report.render import render
 from llmtt.spec.project import load_project
 
-SNAPSHOT = Path(__file__).resolve().parent / "data" / "report.md.snapshot"
+SNAPSHOT = Path(__file__).resolve().parents[1] / "data" / "report.md.snapshot"
 
 
 def row(

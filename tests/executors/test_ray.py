@@ -1,4 +1,4 @@
-"""`doit run executor=ray` on a real two-node Ray cluster on this machine (tests/ray_cluster.py):
+"""`doit run executor=ray` on a real two-node Ray cluster on this machine (tests/executors/ray_cluster.py):
 the same results as a local run, nothing executed a second time, a lost node's run sent once
 more and nothing finished lost, a node that plans differently refused in one line."""
 
@@ -19,7 +19,7 @@ from conftest import DOIT, GIT_TOML, Project
 from ray_cluster import RayCluster
 from test_example_suite import example_copy
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # On the second node only, `llmtt-probe-tool --version` answers otherwise than on the head and
 # the controller: a project whose target is that tool is planned differently there.
 TOOL = "#!/bin/sh\necho 'llmtt-probe-tool {}'\n"

@@ -31,7 +31,7 @@ from llmtt.providers.prices import (
 )
 from llmtt.spec.config import ModelSpec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 TOKENS = Tokens(input=1_000, output=100, cache_read=20_000, cache_write=3_000)
 

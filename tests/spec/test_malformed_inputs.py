@@ -18,7 +18,7 @@ from llmtt.commands.main import main as llmtt_main
 from llmtt.errors import ConfigError, Problem
 from llmtt.spec.project import load_project
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
 
 

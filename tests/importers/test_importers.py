@@ -18,7 +18,7 @@ import pytest
 import yaml
 from conftest import BIN, GIT_TOML, FakeProvider, Project, chat_answer
 
-DATA = Path(__file__).parent / "data" / "bashkit"
+DATA = Path(__file__).parents[1] / "data" / "bashkit"
 
 
 def _import(project: Project, *, fresh: bool = True) -> subprocess.CompletedProcess[str]:
@@ -106,7 +106,7 @@ def test_an_imported_dataset_runs_with_an_agent_on_the_scripted_model(project: P
         assert metrics["outcome"] == "pass", (name, metrics["outcome_reason"])
 
 
-SEED = Path(__file__).parent / "data" / "llm_tool_test"
+SEED = Path(__file__).parents[1] / "data" / "llm_tool_test"
 
 
 def test_the_seeds_own_scenarios_import_with_a_report_of_what_did_not_carry_over(

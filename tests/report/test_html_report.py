@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conftest import GIT_TOML, Project
 
-OUT = Path(__file__).resolve().parent / "output"
+OUT = Path(__file__).resolve().parents[1] / "output"
 FLAGS = [
     "--headless",
     "--no-sandbox",

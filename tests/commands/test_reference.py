@@ -12,7 +12,7 @@ from llmtt.commands.reference import (
     render,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_field_has_a_description() -> None:

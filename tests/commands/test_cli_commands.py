@@ -13,7 +13,7 @@ from conftest import GIT_TOML, Project
 from llmtt.spec.selection import VARIABLES
 
 LLMTT = str(Path(sys.executable).parent / "llmtt")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = """\
 description: {about}
 tags: [{tags}]

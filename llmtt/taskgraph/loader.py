@@ -11,8 +11,8 @@ doit drives a loader in three steps (`TaskLoader2`), each from the command it ru
 3. `load_tasks(cmd, pos_args)`: doit names the command. `doit info NAME` of a task the plan
    lacks is one line; a parallel type llmtt cannot work with is refused; the commands that
    write the project take its lock, and `doit run` also handles SIGTERM as ^C, starts the
-   watchdog, sets LLMTT_LABEL and opens the budget ledger. Then the tasks: llmtt's and the
-   dodo file's own.
+   watchdog, sets LLMTT_LABEL, opens the budget ledger and has its workers forked. Then the
+   tasks: llmtt's and the dodo file's own.
 
 doit reaches it from an unchanged `dodo.py` under a plain `doit` (`llmtt.taskgraph.dodo`).
 """
@@ -150,7 +150,22 @@ def _workers(
         )
     if parallel == "thread":  # a dodo file's DOIT_CONFIG: each action refuses its thread
         return 0
-    return int(options.get("num_process") or 0)
+    processes = int(options.get("num_process") or 0)
+    if processes:
+        _fork_workers()
+    return processes
+
+
+def _fork_workers() -> None:
+    """doit's parallel runner starts its workers with multiprocessing's default start method;
+    llmtt's must be forked. Each worker carries out runs with what its parent set up for the
+    invocation: the session and its plans, the budget ledger, the project lock's descriptor,
+    the SIGTERM handler and parent-death signal (signals.py), the watchdog's mark. Spawn or
+    forkserver (Python 3.14's default on Linux) would start workers that have none of it."""
+    import multiprocessing
+
+    if multiprocessing.get_start_method(allow_none=True) != "fork":
+        multiprocessing.set_start_method("fork", force=True)
 
 
 def _hold(session: Session, command: str) -> int:

@@ -14,7 +14,10 @@ doit drives a loader in three steps (`TaskLoader2`), each from the command it ru
    watchdog, sets LLMTT_LABEL, opens the budget ledger and has its workers forked. Then the
    tasks: llmtt's and the dodo file's own.
 
-doit reaches it from an unchanged `dodo.py` under a plain `doit` (`llmtt.taskgraph.dodo`).
+doit reaches it through `llmtt doit ...` (`DoitMain` with this loader), through doit's own
+configuration (`loader = "llmtt"` under `[tool.doit]` in pyproject.toml or `[GLOBAL]` in
+doit.cfg; the `doit.LOADER` entry point `llmtt` names this class), or from an unchanged
+`dodo.py` under a plain `doit` (`llmtt.taskgraph.dodo`).
 """
 
 from __future__ import annotations
@@ -211,3 +214,13 @@ def _report_interrupts() -> None:
     """From here on, ^C (or SIGTERM) ends the invocation with `_InterruptHook`'s line."""
     if not isinstance(sys.excepthook, _InterruptHook):
         sys.excepthook = _InterruptHook(sys.excepthook)
+
+
+def main(argv: list[str]) -> int:
+    """doit's command line with this loader (`llmtt doit`); doit's exit status."""
+    from doit.doit_cmd import DoitMain
+
+    class LlmttDoit(DoitMain):  # type: ignore[misc]  # doit is untyped
+        BIN_NAME = "llmtt doit"  # doit's messages name the command to type
+
+    return int(LlmttDoit(LlmttLoader()).run(argv) or 0)  # None: a command with nothing to say

@@ -7,7 +7,8 @@ doit drives a loader in three steps (`TaskLoader2`), each from the command it ru
    nothing by itself; the options doit parsed are kept.
 2. `load_doit_config()`: the plan for doit's NAME=VALUE variables (from the plan cache when
    nothing moved), and llmtt's part of doit's configuration under the dodo file's own
-   `DOIT_CONFIG`. Nothing is held; only the results folder and the plan cache are written.
+   `DOIT_CONFIG`. Nothing is held; only the results folder and the plan cache are written;
+   from here on ^C ends the command with one line (`_InterruptHook`).
 3. `load_tasks(cmd, pos_args)`: doit names the command. `doit info NAME` of a task the plan
    lacks is one line; a parallel type llmtt cannot work with is refused; the commands that
    write the project take its lock, and `doit run` also handles SIGTERM as ^C, starts the
@@ -74,6 +75,7 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
         """llmtt's doit configuration, and the dodo file's DOIT_CONFIG over it."""
         from doit import doit_cmd  # doit keeps the command line's NAME=VALUE words there
 
+        _report_interrupts()  # a doit command is under way: ^C is one line from here on
         own = self.namespace.get("DOIT_CONFIG", {})
         if not isinstance(own, dict):
             raise InvalidDodoFile(f"DOIT_CONFIG must be a dict, not {type(own).__name__}")
@@ -105,7 +107,6 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
             session.begin(command, processes)
         except LlmttError as exc:
             fail(exc)
-        _report_interrupts()
 
         def task_llmtt() -> Iterator[Task | dict[str, Any]]:
             """Every run's layers and the aggregate."""

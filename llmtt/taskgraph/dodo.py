@@ -12,10 +12,10 @@ brings do their work only when doit uses them:
   over the same module and options, which answers with llmtt's configuration; doit then asks
   that loader for the tasks, naming the command (`load_tasks(cmd, pos_args)`).
 - `task_llmtt`, called by a script, makes the tasks of the project in the working folder and
-  holds nothing. Called while doit carries out a command line, it is doit's own loader that
-  asks (llmtt's calls no dodo file's `task_llmtt`): the dodo file replaced DOIT_CONFIG, or doit
-  did not read it. It stops with what to do, since doit would carry out the runs without
-  llmtt's configuration and lock.
+  holds nothing. Called once doit has read a command line in this process, it is doit's own
+  loader that asks (llmtt's calls no dodo file's `task_llmtt`): the dodo file replaced
+  DOIT_CONFIG, or doit did not read it. It stops with what to do, since doit would carry out
+  the runs without llmtt's configuration and lock.
 
 The command is found among the callers' frames, the one place llmtt looks past doit's API; a
 doit that no longer merges a dodo file's configuration in `DoitCmdBase.execute` leaves

@@ -219,8 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; a user's mistake becomes a message and exit code 2, never a traceback."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["doit"]:
-        # Exec, so doit's signals, output and exit code are the user's own.
-        os.execv(sys.executable, [sys.executable, "-m", "doit", *argv[1:]])
+        # Exec, so doit's signals, output and exit code are the user's own; doit with
+        # llmtt's loader (llmtt.taskgraph.loader), which a plain `doit` reaches through dodo.py.
+        os.execv(sys.executable, [sys.executable, "-m", "llmtt.taskgraph", *argv[1:]])
     parser = _parser()
     args = parser.parse_args(argv)
     try:

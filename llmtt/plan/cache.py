@@ -6,7 +6,7 @@ task-level view of a plan is written to `<results>/.llmtt-cache/plans/` together
 of everything it was built from (`llmtt.util.signatures`) and of llmtt's own code; the next
 invocation with the same selection checks those signatures and, when none moved, makes its tasks
 from the cache without importing the loaders at all. When a task then executes, the full plan is
-built anyway and its keys are compared with the cached ones (see `llmtt.taskgraph.tasks`), so a
+built anyway and its keys are compared with the cached ones (see `llmtt.taskgraph.session`), so a
 stale cache cannot pass unnoticed. `LLMTT_NO_PLAN_CACHE=1` turns the cache off.
 
 This format is internal and plain JSON (read with the standard library: reading it through

@@ -95,24 +95,11 @@ def listing(names: Iterable[object], most: int = 12) -> str:
     return ", ".join(shown) or "none"
 
 
-# doit options that take a value (the next word, unless written `--opt=value`)
-_VALUE_OPTIONS = {"-f", "--file", "-d", "--dir", "--db-file", "--backend", "--codec-cls"}
-_VALUE_OPTIONS |= {"--check_file_uptodate"}
-
-
-def check_info(argv: list[str], tasks: Iterable[str], selection: Selection) -> None:
+def check_info(names: Iterable[str], tasks: Iterable[str], selection: Selection) -> None:
     """`doit info NAME` of a task the loaded plan lacks: one line naming the nearest task
-    (doit itself would end in a KeyError's traceback)."""
-    positional, skip = [], False
-    for word in argv:
-        if skip or word.startswith("-"):
-            skip = not skip and word in _VALUE_OPTIONS
-        elif "=" not in word:  # NAME=VALUE words are doit variables
-            positional.append(word)
-    if positional[:1] != ["info"]:
-        return
+    (doit itself would end in a KeyError's traceback). `names` are doit info's task names."""
     known = set(tasks)
-    for name in positional[1:]:
+    for name in names:
         if name not in known:
             chosen = selection.describe()
             scope = f"the runs that {chosen} selects" if chosen else "this project's runs"

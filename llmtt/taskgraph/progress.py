@@ -11,24 +11,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from doit.reporter import ExecutedOnlyReporter
 
 
-def quiet(argv: Sequence[str]) -> bool:
-    """`-v 0` / `--verbosity 0` on doit's command line, or LLMTT_QUIET=1."""
-    if os.environ.get("LLMTT_QUIET") == "1":
-        return True
-    args = list(argv)
-    for index, arg in enumerate(args):
-        if arg in ("-v", "--verbosity") and index + 1 < len(args) and args[index + 1] == "0":
-            return True
-        if arg in ("-v0", "--verbosity=0"):
-            return True
-    return False
+def quiet(verbosity: object) -> bool:
+    """doit's verbosity 0 (`-v 0`, as doit parsed it), or LLMTT_QUIET=1."""
+    return os.environ.get("LLMTT_QUIET") == "1" or verbosity == 0
 
 
 class ProgressReporter(ExecutedOnlyReporter):  # type: ignore[misc]  # doit is untyped

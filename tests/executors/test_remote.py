@@ -7,12 +7,14 @@ from __future__ import annotations
 import io
 import os
 import socket
+import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
 
 import pytest
-from conftest import GIT_TOML, Project
+from conftest import GIT_TOML, DoitResult, Project
 
 from llmtt.errors import LlmttError
 from llmtt.executors import remote
@@ -217,13 +219,20 @@ def test_no_cluster_at_the_address_is_one_line_at_once(project: Project) -> None
 
 
 PROBE = """\
-from llmtt.tasks import *  # noqa: F403
-from llmtt.taskgraph import tasks as _made
-from doit.task import Task as _Task
+import sys
+from doit.doit_cmd import DoitMain
+from llmtt.taskgraph.loader import LlmttLoader
 
-for _t in _made.task_llmtt():
-    _io = _t.io.capture if isinstance(_t, _Task) else (_t.get("io") or {}).get("capture", True)
-    print("capture", _t.name if isinstance(_t, _Task) else _t["basename"], _io)
+
+class Probe(LlmttLoader):
+    def load_tasks(self, cmd, pos_args):
+        tasks = super().load_tasks(cmd, pos_args)
+        for task in tasks:
+            print("capture", task.name, task.io.capture)
+        return tasks
+
+
+sys.exit(DoitMain(Probe()).run(sys.argv[1:]))
 """
 
 
@@ -237,7 +246,14 @@ def test_under_ray_no_task_has_doit_capture_its_output(
     project.write("llmtt.toml", GIT_TOML)
     project.write("scenarios/a.yaml", "task: {prompt: x}\nsolution: [git init -q]\n")
     project.write("probe.py", PROBE)
-    done = project.doit("-f", "probe.py", "list", *args)
+    proc = subprocess.run(
+        [sys.executable, "probe.py", "list", *args],
+        cwd=project.root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    done = DoitResult(proc.returncode, proc.stdout, proc.stderr)
     assert done.code == 0, done.out + done.err
     seen = [line.split() for line in done.out.splitlines() if line.startswith("capture ")]
     assert {name for _, name, _ in seen} >= {"a/oracle/r1:agent", "a/oracle/r1", "aggregate"}

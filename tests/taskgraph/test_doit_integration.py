@@ -271,10 +271,11 @@ def test_a_worker_warms_the_later_layers_in_a_thread_that_keeps_any_error_to_its
     project.write("templates/evaluation.md.j2", "line one\n{% if %}\n")
     code = f"""
 import sys, threading
-sys.argv = ["doit", *{argv!r}]
-import llmtt.taskgraph.tasks as tasks
+from doit.doit_cmd import DoitMain
+from llmtt.taskgraph import warm
+from llmtt.taskgraph.loader import LlmttLoader
 from llmtt.spec.project import load_project
-tasks.WARM_AFTER_SECS = 0
+warm.WARM_AFTER_SECS = 0
 failed, made = [], []
 threading.excepthook = failed.append
 
@@ -285,14 +286,21 @@ class Counted(threading.Timer):
         made.append(self)
 
 
-threading.Timer = Counted
-project = load_project(tasks.ROOT)
-before = "llmtt.report.render" in sys.modules
-tasks._warm_evaluation(project)
-tasks._warm_evaluation(project)
-for thread in made:
-    thread.join()
-print(before, len(made), "llmtt.report.render" in sys.modules, len(failed))
+class Probe(LlmttLoader):
+    def load_tasks(self, cmd, pos_args):
+        super().load_tasks(cmd, pos_args)  # the session now knows doit's command and options
+        threading.Timer = Counted
+        project = load_project(self.session.root)
+        before = "llmtt.report.render" in sys.modules
+        warm.warm_evaluation(self.session, project)
+        warm.warm_evaluation(self.session, project)
+        for thread in made:
+            thread.join()
+        print(before, len(made), "llmtt.report.render" in sys.modules, len(failed))
+        raise SystemExit(0)
+
+
+DoitMain(Probe()).run({argv!r})
 """
     done = subprocess.run(
         [str(Path(DOIT).parent / "python"), "-c", code],

@@ -1,0 +1,322 @@
+"""What each layer's task does when doit executes it: the run's agent, its evaluation, the
+judge, its evaluation.md, and the reports over every run.
+
+Each action gets the invocation's session (`llmtt.taskgraph.session`) and the run's spec. A
+user's mistake met here fails the task with its message (`_guarded`); an agent that fails is a
+result, recorded.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from doit.exceptions import TaskFailed
+
+from llmtt.errors import LlmttError
+from llmtt.execution.budget import BudgetExhausted, events_cost, expected_cost
+from llmtt.plan.cache import RunSpec, TaskPlan
+from llmtt.taskgraph.depfile import record_values
+from llmtt.taskgraph.warm import warm_evaluation
+from llmtt.util.atomic import read_json, read_jsonl
+
+if TYPE_CHECKING:
+    from llmtt.plan.runs import Run
+    from llmtt.spec.project import Project
+    from llmtt.taskgraph.session import Session
+
+
+def console(text: str) -> str:
+    """A message with secrets masked (imported only when there is one to print)."""
+    from llmtt.redaction import console as masked
+
+    return masked(text)
+
+
+def _guarded(action: Callable[..., Any]) -> Callable[..., Any]:
+    """A user's mistake met while running a task fails it with the message, not a traceback."""
+
+    @functools.wraps(action)
+    def wrapper(*args: Any) -> Any:
+        try:
+            return action(*args)
+        except LlmttError as exc:
+            return TaskFailed(console(f"llmtt: {exc}"))
+        except OSError as exc:  # the environment's fault (a folder made read-only, a full disk)
+            where = args[1].run_id if len(args) > 1 else "the reports"
+            return TaskFailed(
+                console(f"llmtt: {where}: {exc.strerror or exc}: {exc.filename or ''}")
+            )
+        except KeyboardInterrupt as exc:
+            # doit saves what finished and lets ^C end the process; the loader's excepthook
+            # reports it.
+            exc.add_note(args[1].run_id if len(args) > 1 else "the reports")
+            raise
+
+    return wrapper
+
+
+@_guarded
+def agent_action(session: Session, spec: RunSpec) -> dict[str, Any]:
+    """The agent layer: launch the run's agent (or refuse it, the budget spent)."""
+    import threading
+
+    from llmtt.execution.agent_layer import execute_run
+
+    if session.executor == "local" and threading.current_thread() is not threading.main_thread():
+        # doit told to run tasks in threads some other way than -P (its config, a dodo.py).
+        raise LlmttError(
+            "llmtt carries out each run in a process of its own, and doit runs this one in a "
+            "thread: set doit's parallel type to process (par_type), or leave it out"
+        )
+    project, run = session.run(spec)
+    warm_evaluation(session, project)
+    key = f"{run.run_id}:agent"
+    amount: float | None = None
+    refusal: str | None = None
+    if _paid_agent(project, run):
+        try:
+            amount = _reserve(session, run, key, functools.partial(_agent_cost_hold, project))
+        except BudgetExhausted as exc:
+            # Recorded as a run not carried out, so the reports list it; it stays pending.
+            refusal = str(exc)
+    if session.executor == "ray" and refusal is None:
+        record = _remote_agent(session, project, run, spec, amount)
+    else:
+        ledger = session.ledger
+        guard = ledger.guard(key) if ledger is not None and amount is not None else None
+        try:
+            record = execute_run(project, run, session_budget=guard, refusal=refusal)
+        finally:
+            if ledger is not None and amount is not None:
+                events = run.dir / "events.jsonl"  # absent when the run broke off: cost unknown
+                ledger.settle(key, events_cost(events) if events.exists() else None, amount)
+    values: dict[str, Any] = {"status": record["status"]}
+    if record["status"] == "error":
+        # Carried on to evaluate, report (which fails the run with the reason) and aggregate,
+        # so the reports show it; KeyCheck keeps the agent layer pending.
+        values["error"] = record["error"]
+    # What was paid for is on record now, even if doit is killed before it saves the task.
+    record_values(session.dep_file, key, _saved(spec, "agent", values))
+    return values
+
+
+@_guarded
+def evaluate_action(session: Session, spec: RunSpec) -> dict[str, Any]:
+    """The evaluate layer: metrics, gates and evaluators of the run."""
+    from llmtt.evaluation.evaluate import evaluate_run
+    from llmtt.executors.remote import LedgerPurse
+    from llmtt.results.store import ResultsStore
+
+    project, run = session.run(spec)
+    if session.executor == "ray":
+        record = _remote_evaluate(session, project, run, spec)
+    else:
+        purse = LedgerPurse(session.ledger, run.run_id) if session.ledger is not None else None
+        store = ResultsStore(project.results_dir, project.redactor())
+        record = evaluate_run(project, run, store, purse)
+    if record is not None and record["outcome"] != "error":
+        print(f"llmtt: {run.run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
+    values: dict[str, Any] = {"status": "ok"}
+    metrics = read_json(run.dir / "metrics.json")
+    refused = (metrics.get("evaluators") or {}).get("refused")
+    if refused:
+        # An evaluator that may not call its model yet: the layer stays pending (KeyCheck),
+        # the reports list the run.
+        values = {"status": "error", "error": "an evaluator did not run: " + "; ".join(refused)}
+    # Saved now: evaluated again after a kill, its new gates.json would re-pay the judge.
+    deps = [os.path.join(spec.dir, "run.json")]
+    record_values(
+        session.dep_file, f"{run.run_id}:evaluate", _saved(spec, "evaluate", values), deps
+    )
+    return values
+
+
+def _remote_job(
+    session: Session, layer: str, project: Project, run: Run, spec: RunSpec
+) -> tuple[Any, Any]:
+    """The cluster (joined at the first layer sent) and the job of one layer of a run."""
+    from llmtt.executors import ray as raycluster
+    from llmtt.executors.remote import PASSED_ENV, Job, key_names
+
+    try:
+        cluster = raycluster.cluster(
+            session.tasks.executor,
+            session.root,
+            session.results,
+            session.ledger,
+            key_names(project.config),
+        )
+    except LlmttError as exc:
+        # No layer can go anywhere: the invocation ends on this one line.
+        raise SystemExit(console(f"llmtt: {exc}")) from None
+    scenario = Path(spec.scenario_file)
+    if not scenario.is_relative_to(session.root):
+        raise LlmttError(
+            f"executor=ray sends the project folder {session.root} to the nodes, and the "
+            f"scenario file {scenario} is outside it"
+        )
+    words = {k: v for k, v in session.variables.items() if k not in ("budget", "executor")}
+    job = Job(
+        layer=layer,
+        run_id=run.run_id,
+        scenario=scenario.relative_to(session.root).as_posix(),
+        keys=spec.keys,
+        versions={"agent": run.agent_version, "target": run.target_version},
+        selection=words,
+        project=cluster.digest,
+        env={name: os.environ.get(name) for name in PASSED_ENV},
+    )
+    return cluster, job
+
+
+def _remote_agent(
+    session: Session, project: Project, run: Run, spec: RunSpec, held: float | None
+) -> Any:
+    """The agent layer of a run on the Ray cluster."""
+    from llmtt.executors import ray as raycluster
+
+    cluster, job = _remote_job(session, "agent", project, run, spec)
+    key = f"{run.run_id}:agent"
+    return raycluster.agent_layer(
+        cluster,
+        job,
+        project,
+        run,
+        session.ledger,
+        held,
+        lambda: _reserve(session, run, key, functools.partial(_agent_cost_hold, project)),
+    )
+
+
+def _remote_evaluate(session: Session, project: Project, run: Run, spec: RunSpec) -> Any:
+    """The evaluate layer of a run on the Ray cluster."""
+    from llmtt.executors import ray as raycluster
+
+    cluster, job = _remote_job(session, "evaluate", project, run, spec)
+    return raycluster.evaluate_layer(cluster, job, project, run)
+
+
+def _saved(spec: RunSpec, layer: str, values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A layer's values as doit saves them: its action's, then its KeyCheck's."""
+    return {**(values or {}), "llmtt_key": spec.keys[layer]}
+
+
+@_guarded
+def judge_action(session: Session, spec: RunSpec) -> dict[str, Any]:
+    """The judge layer: the LLM judge's verdict on the run."""
+    from llmtt.evaluation.evaluate import judge_run
+    from llmtt.results.store import ResultsStore
+
+    project, run = session.run(spec)
+    judge = run.judge
+    ledger = session.ledger
+    assert judge is not None
+    key = f"{run.run_id}:judge"
+    held: list[float] = []
+
+    def reserve(prompt: str) -> None:
+        if ledger is not None and _paid_model(judge.model):
+            amount = _judge_cost_hold(project, run, prompt)
+            ledger.reserve(key, amount)
+            held.append(amount)
+
+    try:
+        store = ResultsStore(project.results_dir, project.redactor())
+        record = judge_run(project, run, store, reserve)
+    finally:
+        if ledger is not None and held:
+            judged = run.dir / "judge.json"
+            cost = read_json(judged).get("cost_usd") if judged.exists() else None
+            ledger.settle(key, cost, held[0])
+    values: dict[str, Any] = {"status": "ok"}
+    if record["outcome"] == "error":
+        # Not judged (no budget, no key...): the layer stays pending, the reports list the run.
+        values = {"status": "error", "error": record["outcome_reason"]}
+    else:
+        print(f"llmtt: {run.run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
+    # What was paid for is on record now, even if doit is killed before it saves the task.
+    deps = [os.path.join(spec.dir, n) for n in ("metrics.json", "gates.json")]
+    record_values(session.dep_file, key, _saved(spec, "judge", values), deps)
+    return values
+
+
+@_guarded
+def report_action(session: Session, spec: RunSpec) -> TaskFailed | None:
+    """The report layer, the run's visible task: its evaluation.md."""
+    from llmtt.report.render import render_evaluation
+
+    project, run = session.run(spec)
+    outcome, reason = render_evaluation(project, run)
+    if outcome == "error":
+        # The run's last layer fails, so `doit run <run>` exits non-zero too; the aggregate,
+        # which needs only the evaluation, still reports it.
+        return TaskFailed(f"{run.run_id}: {reason}")
+    return None
+
+
+@_guarded
+def aggregate_action(session: Session) -> TaskFailed | None:
+    """The reports over every selected run."""
+    from llmtt.report.aggregate import aggregate
+
+    plan = session.plan()[0]
+    if TaskPlan.of(plan) != session.tasks:
+        raise session.stale("the runs or the aggregate key changed")
+    data = aggregate(plan)
+    summary = data["summary"]
+    results = os.path.relpath(plan.project.results_dir / "report.md")
+    print(
+        f"llmtt: {summary['runs']} runs: {summary['passed']} passed, {summary['failed']} failed, "
+        f"{summary['errors']} could not be carried out; see {results}"
+    )
+    errored = [r for r in data["runs"] if r["outcome"] in ("error", "missing")]
+    if errored:
+        lines = "\n".join(f"  {r['run_id']}: {r['outcome_reason']}" for r in errored)
+        return TaskFailed(
+            f"{len(errored)} run(s) could not be carried out (they stay pending):\n{lines}"
+        )
+    return None
+
+
+def _paid_model(model: str | None) -> bool:
+    return model is not None and model != "scripted"
+
+
+def _paid_agent(project: Project, run: Run) -> bool:
+    from llmtt.agents.registry import make_agent
+
+    return _paid_model(run.model) and not make_agent(project.config, project.root, run.agent).free
+
+
+def _agent_cost_hold(project: Project, run: Run) -> float:
+    """What a paid run holds while it runs: its own limit, else its expected cost."""
+    if run.scenario.spec.cost.max_usd is not None:
+        return run.scenario.spec.cost.max_usd
+    history = read_jsonl(project.results_dir / "results.jsonl")
+    return expected_cost(run, history, project.config.models) or 0.0
+
+
+def _judge_cost_hold(project: Project, run: Run, prompt: str) -> float:
+    """What the judge holds: its prompt asked twice (a malformed answer is asked to be
+    repaired) with the longest answers it may give."""
+    from llmtt.evaluation.judge import MAX_ANSWER_TOKENS
+    from llmtt.providers import resolve_model
+
+    assert run.judge is not None
+    model = resolve_model(run.judge.model, project.config.models)
+    # Three characters a token is generous for prose and JSON; the rest is the answers.
+    tokens = 2 * (len(prompt) // 3 + 500) + MAX_ANSWER_TOKENS
+    return model.cost(tokens, 2 * MAX_ANSWER_TOKENS) or 0.0
+
+
+def _reserve(session: Session, run: Run, key: str, hold: Callable[[Run], float]) -> float | None:
+    """Hold money for a paid step in the session budget (BudgetExhausted when it is spent)."""
+    if session.ledger is None:
+        return None
+    amount = hold(run)
+    session.ledger.reserve(key, amount)
+    return amount

@@ -1,0 +1,227 @@
+"""doit's task loader for llmtt: what doit parsed of its command line reaches llmtt here, and the
+project is held when doit asks for the tasks, never when a module is imported.
+
+doit drives a loader in three steps (`TaskLoader2`), each from the command it runs:
+
+1. `setup(options)`: doit's dodo loading (`-f`, `-d`, `-k`) imports the dodo file, which does
+   nothing by itself; the options doit parsed are kept.
+2. `load_doit_config()`: the plan for doit's NAME=VALUE variables (from the plan cache when
+   nothing moved), and llmtt's part of doit's configuration under the dodo file's own
+   `DOIT_CONFIG`. Nothing is held; only the results folder and the plan cache are written;
+   from here on ^C ends the command with one line (`_InterruptHook`).
+3. `load_tasks(cmd, pos_args)`: doit names the command. `doit info NAME` of a task the plan
+   lacks is one line; a parallel type llmtt cannot work with is refused; the commands that
+   write the project take its lock, and `doit run` also handles SIGTERM as ^C, starts the
+   watchdog, sets LLMTT_LABEL, opens the budget ledger and has its workers forked. Then the
+   tasks: llmtt's and the dodo file's own.
+
+doit reaches it through `llmtt doit ...` (`DoitMain` with this loader), through doit's own
+configuration (`loader = "llmtt"` under `[tool.doit]` in pyproject.toml or `[GLOBAL]` in
+doit.cfg; the `doit.LOADER` entry point `llmtt` names this class), or from an unchanged
+`dodo.py` under a plain `doit` (`llmtt.taskgraph.dodo`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+from doit.cmd_base import DodoTaskLoader
+from doit.exceptions import InvalidDodoFile
+from doit.task import Task
+
+from llmtt.errors import LlmttError
+from llmtt.spec.selection import check_info
+from llmtt.taskgraph.actions import console
+from llmtt.taskgraph.progress import quiet
+from llmtt.taskgraph.session import RUNNERS, WRITERS, Session
+from llmtt.taskgraph.tasks import make_tasks
+
+
+class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
+    """doit's dodo-file loader, with llmtt's configuration and tasks (see the module)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.options: Mapping[str, Any] = {}  # doit's options; doit adds the config to them
+        self.given: dict[str, Any] = {}  # the options as doit parsed them, before any config
+        self.session: Session | None = None
+        self.lock_fd: int | None = None  # the project's lock, held while the process lives
+        self.namespace: dict[str, Any] = {}  # the dodo file's module (set by setup)
+
+    @classmethod
+    def adopt(cls, loader: Any, options: Mapping[str, Any]) -> LlmttLoader:
+        """This loader over the module another of doit's loaders has already imported."""
+        adopted = cls()
+        adopted.cmd_names, adopted.config = loader.cmd_names, loader.config
+        adopted.task_opts, adopted.namespace = loader.task_opts, loader.namespace
+        adopted._keep(options)
+        return adopted
+
+    def setup(self, opt_values: Mapping[str, Any]) -> None:
+        """Import the dodo file, as doit's own loader does, and keep doit's options."""
+        super().setup(opt_values)
+        self._keep(opt_values)
+
+    def _keep(self, options: Mapping[str, Any]) -> None:
+        self.options = options
+        self.given = dict(options)
+
+    def load_doit_config(self) -> dict[str, Any]:
+        """llmtt's doit configuration, and the dodo file's DOIT_CONFIG over it."""
+        from doit import doit_cmd  # doit keeps the command line's NAME=VALUE words there
+
+        _report_interrupts()  # a doit command is under way: ^C is one line from here on
+        own = self.namespace.get("DOIT_CONFIG", {})
+        if not isinstance(own, dict):
+            raise InvalidDodoFile(f"DOIT_CONFIG must be a dict, not {type(own).__name__}")
+        own = dict(own)  # what the dodo file set itself (see llmtt.taskgraph.dodo.DodoConfig)
+        try:
+            session = Session.load(Path.cwd().resolve(), doit_cmd._CMDLINE_VARS or {})
+            session.results.mkdir(parents=True, exist_ok=True)  # where doit's file goes
+        except LlmttError as exc:
+            fail(exc)
+        self.session = session
+        verbosity = self.given.get("verbosity")
+        config = session.doit_config(
+            quiet=quiet(own.get("verbosity") if verbosity is None else verbosity)
+        )
+        return {**config, **own}
+
+    def load_tasks(self, cmd: Any, pos_args: list[str]) -> list[Task]:
+        """Hold the project as the command needs it, then make the tasks."""
+        session = self.session
+        if session is None:
+            raise RuntimeError("doit asked for the tasks before the configuration")
+        command = str(cmd.get_name())
+        try:
+            if command == "info":
+                check_info(pos_args, session.tasks.task_names(), session.selection)
+            processes = _workers(session, command, self.given, self.options)
+            if command in WRITERS:
+                self.lock_fd = _hold(session, command)
+            session.begin(command, processes)
+        except LlmttError as exc:
+            fail(exc)
+
+        def task_llmtt() -> Iterator[Task | dict[str, Any]]:
+            """Every run's layers and the aggregate."""
+            return make_tasks(session)
+
+        # doit's own loading makes the tasks, with the dodo file's other task creators.
+        self.namespace = {**self.namespace, "task_llmtt": task_llmtt}
+        tasks: list[Task] = super().load_tasks(cmd, pos_args)
+        return tasks
+
+
+def fail(exc: LlmttError) -> NoReturn:
+    """A user's mistake met while doit loads: one line and exit status 2, no traceback."""
+    sys.stderr.write(console(f"llmtt: {exc}\n"))
+    raise SystemExit(2)
+
+
+def _workers(
+    session: Session, command: str, given: Mapping[str, Any], options: Mapping[str, Any]
+) -> int:
+    """The worker processes of a local `doit run -n N` (0: none), after refusing a parallel
+    type llmtt cannot work with. `given` are doit's options as parsed, `options` with the
+    configuration (llmtt's and the dodo file's) under them."""
+    if command != "run":
+        return 0
+    parallel = options.get("par_type")
+    if session.executor == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise LlmttError("executor=ray needs Ray on this machine: pip install 'llmtt[ray]'")
+        if parallel != "thread":
+            raise LlmttError(
+                "executor=ray waits for its runs from threads of this process: leave out "
+                f"-P {parallel} (-n N alone sets how many runs are under way)"
+            )
+        return 0
+    if given.get("par_type") == "thread":
+        # The runs' processes are told apart by whose child they are, and a run's end reaps
+        # and stops what is left of it: runs in threads of one process would take each
+        # other's processes.
+        raise LlmttError(
+            "llmtt carries out each run in a process of its own: leave out -P thread "
+            "(-n N alone carries out N runs at once)"
+        )
+    if parallel == "thread":  # a dodo file's DOIT_CONFIG: each action refuses its thread
+        return 0
+    processes = int(options.get("num_process") or 0)
+    if processes:
+        _fork_workers()
+    return processes
+
+
+def _fork_workers() -> None:
+    """doit's parallel runner starts its workers with multiprocessing's default start method;
+    llmtt's must be forked. Each worker carries out runs with what its parent set up for the
+    invocation: the session and its plans, the budget ledger, the project lock's descriptor,
+    the SIGTERM handler and parent-death signal (signals.py), the watchdog's mark. Spawn or
+    forkserver (Python 3.14's default on Linux) would start workers that have none of it."""
+    import multiprocessing
+
+    if multiprocessing.get_start_method(allow_none=True) != "fork":
+        multiprocessing.set_start_method("fork", force=True)
+
+
+def _hold(session: Session, command: str) -> int:
+    """This invocation's hold on the project: the lock, for the commands that write it; for
+    `run`, SIGTERM handled like ^C and a watchdog for the processes its runs start."""
+    from llmtt.process import watchdog
+    from llmtt.taskgraph import lock, signals
+
+    fd = lock.hold(session.results, command)
+    if command in RUNNERS:
+        signals.install()
+        watchdog.start()
+        # The records this invocation writes say which it was (workers inherit it): a label the
+        # user set, else when it began. report.html's history has a point per invocation.
+        os.environ.setdefault("LLMTT_LABEL", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    return fd
+
+
+class _InterruptHook:
+    """^C during `doit run`: one line saying what stays pending, not doit's traceback."""
+
+    def __init__(self, previous: Any) -> None:
+        self.previous = previous
+
+    def __call__(self, kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        if not issubclass(kind, KeyboardInterrupt):
+            self.previous(kind, value, tb)
+            return
+        from llmtt.taskgraph.signals import Terminated, exit_terminated
+
+        notes = getattr(value, "__notes__", [])
+        where = f" during {', '.join(notes)}" if notes else ""
+        how = "terminated (SIGTERM)" if isinstance(value, Terminated) else "interrupted"
+        sys.stderr.write(
+            f"\nllmtt: {how}{where}; what finished is kept, the rest stays pending "
+            "(`doit run` carries on from there)\n"
+        )
+        if isinstance(value, Terminated):
+            exit_terminated()
+
+
+def _report_interrupts() -> None:
+    """From here on, ^C (or SIGTERM) ends the invocation with `_InterruptHook`'s line."""
+    if not isinstance(sys.excepthook, _InterruptHook):
+        sys.excepthook = _InterruptHook(sys.excepthook)
+
+
+def main(argv: list[str]) -> int:
+    """doit's command line with this loader (`llmtt doit`); doit's exit status."""
+    from doit.doit_cmd import DoitMain
+
+    class LlmttDoit(DoitMain):  # type: ignore[misc]  # doit is untyped
+        BIN_NAME = "llmtt doit"  # doit's messages name the command to type
+
+    return int(LlmttDoit(LlmttLoader()).run(argv) or 0)  # None: a command with nothing to say

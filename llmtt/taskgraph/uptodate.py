@@ -1,0 +1,103 @@
+"""When a layer is up to date: its content key unchanged since it last ran (`KeyCheck`), and, for
+a run's visible task under `doit list`/`doit info`, every layer of the run (`LayersDone`)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from doit.dependency import UptodateCalculator
+
+from llmtt.util.hashing import Key
+
+
+class KeyCheck:
+    """`uptodate` for one layer: false when any part of its key changed, saying which."""
+
+    # doit inspects every uptodate callable's signature on every status check; declaring it
+    # here spares thousands of introspections on each load of a large plan.
+    __signature__ = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in ("task", "values")]
+    )
+
+    def __init__(
+        self, layer: str, key: Key, on_pending: Callable[[Any], None] | None = None
+    ) -> None:
+        self.layer = layer
+        self.key = key
+        self.reason = "not checked"
+        self.on_pending = on_pending  # told of the task when it is found pending (warm.py)
+
+    def __call__(self, task: Any, values: dict[str, Any]) -> bool:
+        """Compare the key saved by the last successful execution with the current one."""
+        task.value_savers.append(lambda: {"llmtt_key": self.key})
+        saved = values.get("llmtt_key")
+        if values.get("status") == "error":
+            self.reason = f"the last attempt could not be carried out: {values.get('error')}"
+            return False
+        if saved is None:
+            self.reason = "never run"
+            self._found_pending(task)
+            return False
+        changed = sorted(k for k in set(self.key) | set(saved) if saved.get(k) != self.key.get(k))
+        if changed:
+            self.reason = "changed: " + ", ".join(changed)
+            self._found_pending(task)
+            return False
+        self.reason = "unchanged"
+        return True
+
+    def _found_pending(self, task: Any) -> None:
+        if self.on_pending is not None:
+            self.on_pending(task)
+
+    def __str__(self) -> str:
+        return f"{self.layer} key ({self.reason})"
+
+    __repr__ = __str__
+
+
+_FILE_REASONS = {
+    "missing_target": "outputs missing",
+    "changed_file_dep": "inputs changed",
+    "missing_file_dep": "inputs not yet made",
+}
+
+
+class LayersDone(UptodateCalculator):  # type: ignore[misc]
+    """`uptodate` for a run's visible task: true only when every layer is up to date."""
+
+    def __init__(self, layers: list[str]) -> None:
+        super().__init__()
+        self.layers = layers
+        self.pending: list[str] = []
+        self._deps: Any = None
+
+    def setup(self, dep_manager: Any, tasks_dict: dict[str, Any]) -> None:
+        """Keep the dependency manager so the layers' own status can be asked."""
+        super().setup(dep_manager, tasks_dict)
+        self._deps = dep_manager
+
+    def __call__(self) -> bool:
+        """Up to date when no layer would run."""
+        self.pending = []
+        for name in self.layers:
+            task = self.tasks_dict[name]
+            status = self._deps.get_status(task, self.tasks_dict, get_log=True)
+            if status.status != "up-to-date":
+                why = [str(u) for u, _, _ in status.reasons.get("uptodate_false", [])]
+                for reason, files in status.reasons.items():
+                    if reason in _FILE_REASONS and files:
+                        names = ", ".join(sorted({Path(f).name for f in files}))
+                        why.append(f"{_FILE_REASONS[reason]}: {names}")
+                self.pending.append(
+                    f"{name.rsplit(':', 1)[-1]} ({'; '.join(why) or status.status})"
+                )
+        return not self.pending
+
+    def __str__(self) -> str:
+        return "pending layers: " + (", ".join(self.pending) or "none")
+
+    __repr__ = __str__

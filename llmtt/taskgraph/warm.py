@@ -1,0 +1,71 @@
+"""A head start for the workers of a local `doit run -n N`: what they all need, loaded once
+before doit forks them, and what only the later layers need, loaded beside each first agent."""
+
+from __future__ import annotations
+
+import gc
+from typing import TYPE_CHECKING, Any
+
+from llmtt.plan.cache import RunSpec
+
+if TYPE_CHECKING:
+    from llmtt.spec.project import Project
+    from llmtt.taskgraph.session import Session
+
+# A worker's warm-up of the later layers waits this long into its first agent's run: while the
+# workers are still being forked and their agents started, it would only take a core from them.
+WARM_AFTER_SECS = 0.5
+
+
+def warm_workers(session: Session, task: Any) -> None:
+    """Once a layer is found pending in a `doit run -n N`, before doit forks its workers (it
+    forks once it has a first task for them): import here what every worker needs to start
+    its agent, load that layer's run, and freeze it all out of the garbage collector's sight,
+    so the workers share those pages and start at once instead of each doing the same work on
+    two cores. What only the later layers need is left to each worker's agent run
+    (`warm_evaluation`): the first agents start that much sooner."""
+    if "workers" in session.warmed:
+        return
+    session.warmed.add("workers")
+    import llmtt.agents.cli_agent  # noqa: F401
+    import llmtt.execution.agent_layer  # noqa: F401
+    import llmtt.plan.runs  # noqa: F401
+    import llmtt.process.pty  # noqa: F401
+    import llmtt.spec.project  # noqa: F401
+
+    args = task.actions[0].args if task.actions else []
+    spec = args[-1] if args else None
+    if isinstance(spec, RunSpec):
+        try:
+            session.run(spec)
+        except Exception:  # noqa: BLE001 - only a head start: the task meets it again and says
+            pass
+    gc.freeze()
+
+
+def warm_evaluation(session: Session, project: Project) -> None:
+    """In a worker of a `doit run -n N`, as its first agent starts: import what the evaluate
+    and report layers need and compile the evaluation.md template, in a thread of its own (the
+    agent's run waits on the agent, not on the interpreter), so that neither the start of the
+    first agents nor the evaluation after them waits for it."""
+    if "evaluation" in session.warmed or session.processes < 2:
+        return
+    session.warmed.add("evaluation")
+
+    def warm() -> None:
+        try:
+            import jinja2  # noqa: F401
+
+            import llmtt.evaluation.evaluate  # noqa: F401
+            import llmtt.executors.remote  # noqa: F401
+            import llmtt.report.render
+
+            llmtt.report.render._environment(project).get_template("evaluation.md.j2")
+        except Exception:  # noqa: BLE001 - only a head start: the report layer meets it and says
+            pass
+
+    import threading
+
+    timer = threading.Timer(WARM_AFTER_SECS, warm)
+    timer.name, timer.daemon = "llmtt-warm", True
+    timer.start()

@@ -86,7 +86,9 @@ def test_the_readme_set_up_works_on_the_systems_own_python(tmp_path: Path) -> No
         assert {"afinn", "doit", "setuptools", "wheel"} <= wheels, sorted(wheels)
         assert "litellm" not in wheels, sorted(wheels)
         tools = run([str(venv / "bin/python"), "-m", "pip", "list"], checkout, env)
-        assert all(f"{tool} " in tools for tool in ("litellm", "pytest", "ray", "scipy", "uv"))
+        assert all(f"{tool} " in tools for tool in ("litellm", "pytest", "ray", "scipy", "uv")), (
+            tools
+        )
     finally:
         # Two virtualenvs and node_modules: about 2 GB, not left for pytest's last three runs.
         shutil.rmtree(checkout, ignore_errors=True)

@@ -231,13 +231,13 @@ def _open(path: Path, redact: Redactor, template: str) -> _Cache | None:
 @functools.cache
 def code_id() -> str:
     """What tells this llmtt's rows, panels and redaction from another's: its version and the
-    size and mtime of the modules that make them (aggregate.py and render.py beside this one,
-    by their paths: they import this module, not the other way)."""
+    size and mtime of the modules that make them (every module of report/, found by its path:
+    the renderers import this module, not the other way) and of the redaction."""
     from llmtt import __version__, redaction
 
     parts = [__version__]
-    here = Path(__file__).parent
-    for path in (here / "aggregate.py", here / "render.py", Path(str(redaction.__file__))):
+    here = sorted(Path(__file__).parent.glob("*.py"))
+    for path in (*here, Path(str(redaction.__file__))):
         stat = os.stat(path)
         parts.append(f"{stat.st_size}:{stat.st_mtime_ns}")
     return " ".join(parts)

@@ -50,10 +50,16 @@ def test_task_list_loads_without_heavy_modules(project: Project, executor: str) 
         "task: {prompt: x}\nsolution: [git init]\nevaluation:\n  gates:\n"
         "    - {type: command_json_path, command: 'true', path: $.a, assertion: exists}\n",
     )
+    # `doit list` as doit carries it out, through llmtt's loader (the lock, the plan, the task
+    # list), then what it imported.
     probe = (
-        "import sys, llmtt.tasks as t; t.task_llmtt and list(t.task_llmtt()); "
-        "heavy = {'litellm', 'jinja2', 'pexpect', 'ptyprocess', 'openai', 'httpx', 'ray'}; "
-        "print(sorted(heavy & set(sys.modules)))"
+        "import contextlib, io, sys\n"
+        "from llmtt.taskgraph.loader import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    code = main(['list'])\n"
+        "assert code == 0 and 'a/oracle/r1' in out.getvalue(), (code, out.getvalue())\n"
+        "heavy = {'litellm', 'jinja2', 'pexpect', 'ptyprocess', 'openai', 'httpx', 'ray'}\n"
+        "print(sorted(heavy & set(sys.modules)))\n"
     )
     proc = subprocess.run(
         [sys.executable, "-c", probe], cwd=project.root, capture_output=True, text=True, timeout=60

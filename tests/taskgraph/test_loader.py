@@ -179,10 +179,8 @@ WAYS = {
     "llmtt doit": ([str(BIN / "llmtt"), "doit"], {}),
     "pyproject.toml": (
         [DOIT],
-        {
-            "pyproject.toml": '[tool.doit]\nloader = "llmtt"\n\n[tool.doit.plugins.loader]\n'
-            'llmtt = "llmtt.taskgraph.loader:LlmttLoader"\n'
-        },
+        # The name alone: doit finds it through llmtt's `doit.LOADER` entry point.
+        {"pyproject.toml": '[tool.doit]\nloader = "llmtt"\n'},
     ),
 }
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmtt.providers import ResolvedModel
 from llmtt.spec.evaluation import Criterion as Criterion  # the plugin API: still importable here
+from llmtt.spec.evaluation import Scale as Scale
 
 Score = float | int | bool | str | None
 

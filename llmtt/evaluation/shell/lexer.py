@@ -3,7 +3,7 @@
 Quotes (single, double, `$'…'`, `$"…"`), backslash escapes and line continuations, comments,
 operators and redirections (with their file descriptor), heredoc bodies (skipped: they are not
 commands), `${…}` and `$((…))` (kept as text), and the command substitutions `$(…)`, backquotes
-and `<(…)`/`>(…)`, whose insides are parsed as scripts of their own (see `shell_parser`).
+and `<(…)`/`>(…)`, whose insides are parsed as scripts of their own (see `parser`).
 Nothing is expanded. A line bash could not read raises `ShellSyntaxError`.
 """
 

@@ -18,7 +18,9 @@ from collections.abc import Mapping
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, cast
+
+from pydantic import BaseModel
 
 from llmtt.errors import LlmttError
 
@@ -66,6 +68,22 @@ def unknown(kind: Kind, name: str, own: Mapping[str, str] | None = None) -> str:
         f"{', '.join(known) or 'none'}; a third-party one needs [evaluators] {name} = "
         f'"module:Class" in llmtt.toml or an entry point in the group {GROUPS[kind]!r})'
     )
+
+
+class EvaluatorShape(Protocol):
+    """What `spec` and `plan` read of an evaluator class without importing its base: the config
+    model it takes and whether it calls a model (`llmtt.evaluation.evaluators.base.Evaluator`
+    declares both)."""
+
+    Config: type[BaseModel]
+    calls_model: bool
+
+
+def evaluator(
+    name: str, own: Mapping[str, str] | None = None, root: Path | None = None
+) -> EvaluatorShape:
+    """The evaluator class registered as `name` (see `load`), as `spec` and `plan` see it."""
+    return cast(EvaluatorShape, load("evaluator", name, own, root))
 
 
 def load(

@@ -373,7 +373,7 @@ def _scripts_key(scenario: LoadedScenario, target: TargetSpec) -> dict[str, str]
 def _default_model_used(project: Project, scenario: LoadedScenario) -> str | None:
     """The judge model, when an evaluator that calls a model names none of its own."""
     for spec in scenario.spec.evaluation.evaluators:
-        cls = registry.load("evaluator", spec.type, project.config.evaluators, project.root)
+        cls = registry.evaluator(spec.type, project.config.evaluators, project.root)
         if cls.calls_model and not spec.config.get("model"):
             inputs.note_env("LLMTT_JUDGE")  # the plan cache is stale when it changes
             return default_judge_model(project.config)

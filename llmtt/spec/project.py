@@ -389,7 +389,7 @@ def _evaluator_problems(project: Project, scenario: LoadedScenario) -> list[Prob
     for i, spec in enumerate(scenario.spec.evaluation.evaluators):
         where: Loc = ("evaluation", "evaluators", i)
         try:
-            cls = registry.load("evaluator", spec.type, project.config.evaluators, project.root)
+            cls = registry.evaluator(spec.type, project.config.evaluators, project.root)
         except LlmttError as exc:
             line = line_of(scenario.lines, (*where, "type"))
             problems.append(Problem(scenario.path, line, dotted((*where, "type")), str(exc)))

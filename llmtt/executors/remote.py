@@ -20,6 +20,7 @@ import io
 import os
 import secrets
 import shutil
+import stat
 import tarfile
 import tempfile
 import time
@@ -192,10 +193,40 @@ def unpack(archive: bytes, dest: Path) -> None:
             links.append(name)
         if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
             return None
-        return tarfile.tar_filter(member, path)
+        if _HAS_FILTERS:
+            return tarfile.tar_filter(member, path)
+        return _tar_filter(member, path)
 
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        tar.extractall(dest, filter=checked)
+        if _HAS_FILTERS:
+            tar.extractall(dest, filter=checked)
+            return
+        # Python before 3.11.4 (Debian 12's 3.11.2) has no extraction filters: the same checks,
+        # member by member, then extraction of what passed.
+        kept = [m for m in tar.getmembers() if checked(m, str(dest)) is not None]
+        tar.extractall(dest, members=kept)
+
+
+# Extraction filters came with Python 3.11.4 (PEP 706); `hasattr(tarfile, "data_filter")` is the
+# test the docs give for them.
+_HAS_FILTERS = hasattr(tarfile, "data_filter")
+
+
+def _tar_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+    """What tarfile's `tar` filter does, for a Python without it: the entry must land inside
+    `dest` once links already there are followed, and loses setuid, setgid, sticky and
+    group/other write bits."""
+    name = member.name.lstrip("/" + os.sep)
+    root = os.path.realpath(dest)
+    where = os.path.join(
+        os.path.realpath(os.path.join(root, os.path.dirname(name))), os.path.basename(name)
+    )
+    if os.path.isabs(name) or os.path.commonpath([root, where]) != root:
+        raise RemoteError(f"a returned archive holds an entry outside its folder: {member.name}")
+    mode = member.mode & 0o7777 & ~(stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX)
+    member.mode = mode & ~(stat.S_IWGRP | stat.S_IWOTH)
+    member.name = name
+    return member
 
 
 def land(archive: bytes, run_dir: Path, first: list[str], last: str) -> list[str]:

@@ -12,26 +12,10 @@ from llmtt.agents.base import Agent
 from llmtt.spec.config import AgentSettings, Config
 
 
-def agent_names() -> list[str]:
-    """Names of every installed agent."""
-    return registry.names("agent")
-
-
 @lru_cache(maxsize=64)
 def agent_class(name: str) -> type[Agent]:
     """The agent class registered under `name` (entry points do not change within a process)."""
     return cast(type[Agent], registry.load("agent", name))
-
-
-def known_agents(config: Config) -> set[str]:
-    """Every agent name a project can use: the installed ones and its `command` agents."""
-    own = {name for name, settings in config.agents.items() if settings.command is not None}
-    return set(agent_names()) | own
-
-
-def unknown_agent(name: str) -> str:
-    """What to say of an agent name that is neither installed nor described in llmtt.toml."""
-    return registry.unknown("agent", name)
 
 
 def make_agent(config: Config, root: Path, name: str) -> Agent:

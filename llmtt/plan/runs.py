@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from llmtt import __version__, registry
-from llmtt.agents.registry import known_agents, make_agent, unknown_agent
+from llmtt.agents.registry import make_agent
 from llmtt.errors import ConfigError, LlmttError
 from llmtt.plan.keys import JUDGE_VERSION
 from llmtt.plan.versions import Versions
 from llmtt.spec.config import EVALUATION_SETTINGS, AgentSettings, TargetSpec, default_judge_model
 from llmtt.spec.gates import Gate
 from llmtt.spec.loading import Loc, dotted, line_of
-from llmtt.spec.project import Project, folder_clash, folder_part, unknown_variant
+from llmtt.spec.project import Project, folder_clash, folder_part, known_agents, unknown_variant
 from llmtt.spec.scenario import LoadedScenario, ScenarioMatrix
 from llmtt.spec.selection import Selection, listing, nearest
 from llmtt.util import signatures as inputs
@@ -176,7 +176,7 @@ def _check_selection(project: Project, selection: Selection) -> None:
     known = known_agents(project.config)
     for name in selection.agents:
         if name not in known:
-            raise LlmttError(f"agent={name}: {unknown_agent(name)}")
+            raise LlmttError(f"agent={name}: {registry.unknown('agent', name)}")
     for name in selection.variants:
         message = unknown_variant(project.config, name)
         if message is not None:

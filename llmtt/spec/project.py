@@ -291,11 +291,16 @@ def unknown_variant(config: Config, name: str) -> str | None:
     )
 
 
+def known_agents(config: Config) -> set[str]:
+    """Every agent name a project can use: the installed ones and its `command` agents."""
+    own = {name for name, settings in config.agents.items() if settings.command is not None}
+    return set(registry.names("agent")) | own
+
+
 def _matrix_problems(project: Project, config_lines: dict[Loc, int]) -> list[Problem]:
     """Agents and variants, in llmtt.toml's matrix or a scenario's, that name nothing."""
     config = project.config
-    own = {name for name, settings in config.agents.items() if settings.command is not None}
-    agents = set(registry.names("agent")) | own
+    agents = known_agents(config)
     toml = project.root / "llmtt.toml"
     places: list[tuple[Path, dict[Loc, int], MatrixSpec | ScenarioMatrix]]
     places = [(toml, config_lines, config.matrix)]

@@ -98,6 +98,11 @@ def _link(name: str, target: str) -> tarfile.TarInfo:
     return info
 
 
+# Both ways of unpacking: tarfile's extraction filters (Python 3.11.4 on) and llmtt's own checks
+# for a Python without them (Debian 12's 3.11.2), whatever Python runs the tests.
+FILTERS = pytest.mark.parametrize("filters", [True, False], ids=["tarfile-filters", "own-checks"])
+
+
 @pytest.mark.parametrize(
     "entries",
     [
@@ -107,9 +112,11 @@ def _link(name: str, target: str) -> tarfile.TarInfo:
     ],
     ids=["dot-dot", "absolute", "through-its-own-link"],
 )
+@FILTERS
 def test_a_returned_archive_cannot_write_outside_its_folder(
-    tmp_path: Path, entries: list[tarfile.TarInfo]
+    tmp_path: Path, entries: list[tarfile.TarInfo], filters: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(remote, "_HAS_FILTERS", filters and remote._HAS_FILTERS)
     dest = tmp_path / "dest"
     dest.mkdir()
     # tarfile's own filter refuses some first where Python has it (3.11.4 on), llmtt's after.
@@ -121,7 +128,11 @@ def test_a_returned_archive_cannot_write_outside_its_folder(
     assert not Path("/tmp/written-through").exists()
 
 
-def test_a_returned_file_loses_setuid_and_group_or_other_write(tmp_path: Path) -> None:
+@FILTERS
+def test_a_returned_file_loses_setuid_and_group_or_other_write(
+    tmp_path: Path, filters: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(remote, "_HAS_FILTERS", filters and remote._HAS_FILTERS)
     entry = _file("workspace/tool")
     entry.mode = 0o6777
     unpack(_archive([entry]), tmp_path)

@@ -163,7 +163,7 @@ def _cornish_fisher(z: float, df: int) -> float:
         z * ((5.0 * z2 + 16.0) * z2 + 3.0) / 96.0,
         z * (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) / 384.0,
     )
-    return z + sum(term / df**power for power, term in enumerate(terms, start=1))
+    return z + sum(term / float(df) ** power for power, term in enumerate(terms, start=1))
 
 
 def t_quantile(p: float, df: int) -> float:

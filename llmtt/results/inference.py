@@ -12,7 +12,9 @@ Methods, and what each assumes:
   Wald or bootstrap interval it has width when no pair is discordant and never leaves [-1, 1].
   Its coverage is asymptotic; tests/results/test_inference.py measures it exactly by
   enumeration for n from 3 to 40. The p-value is McNemar's score test, the same statistic at
-  d = 0, so p < 1 - level exactly when 0 is outside the interval.
+  d = 0, so p < 1 - level exactly when 0 is outside the interval. Like that test it is liberal
+  when only a few pairs are discordant and nearly all are (4 of 4 one way gives Z = 2, a
+  false direction with chance 2/16): the tests pin where, and how far.
 - Metric means (`mean_difference`): the paired t interval of the mean of b - a, assuming the
   differences are near normal or many enough for their mean to be; none below MIN_METRIC_PAIRS.
 - Verdicts (`verdict`) are read from an interval alone: better (all above 0), worse (all below
@@ -230,8 +232,10 @@ def _restricted_discordance(gains: float, losses: float, pairs: float, d: float)
     With q = P(loss), P(gain) = q + d and both concordant cells merged to 1 - 2q - d, the
     log-likelihood g log(q + d) + l log q + c log(1 - 2q - d) (c = n - g - l) has derivative
     g / (q + d) + l / q - 2c / (1 - 2q - d); times q (q + d) (1 - 2q - d), its zero is the
-    quadratic 2n q^2 + b q - l d (1 - d) = 0 with b = (2n - g + l) d - g - l, whose larger root
-    is the maximum. It is clamped into the feasible range against rounding.
+    quadratic 2n q^2 + b q - l d (1 - d) = 0 with b = (2n - g + l) d - g - l. On the feasible
+    range the derivative has the sign of minus that quadratic, rising between its roots and
+    falling after the larger, which is so the maximum; it is clamped into the range against
+    rounding.
     """
     n = pairs
     b = (2 * n - gains + losses) * d - gains - losses
@@ -400,9 +404,10 @@ def interval_level(comparisons: int, looks: int = 1, alpha: float = ALPHA) -> fl
 
 def _fewest_pairs(z: float, min_effect: float | None) -> int:
     """The fewest pairs with which Tango's interval can decide at all. Its width is never below
-    2 z^2 / (n + z^2), the width with every pair discordant one way ([(n - z^2) / (n + z^2), 1]
-    when all are gains) or none discordant (+-z^2 / (n + z^2)). So better or worse needs
-    n > z^2 (min_effect None), and no_difference needs z^2 / (n + z^2) < min_effect."""
+    2 z^2 / (n + z^2) (the tests check every outcome up to 30 pairs), the width with every pair
+    discordant one way ([(n - z^2) / (n + z^2), 1] when all are gains) or none discordant
+    (+-z^2 / (n + z^2)). So better or worse needs n > z^2 (min_effect None), and no_difference
+    needs z^2 / (n + z^2) < min_effect."""
     if min_effect is None:
         return math.floor(z * z) + 1
     return math.floor(z * z * (1.0 - min_effect) / min_effect) + 1
@@ -500,8 +505,8 @@ def planned_pairs(
 ) -> int:
     """Pairs to run, before any run, to detect rate_b - rate_a with chance `power` or, when the
     rates are equal, to show no_difference within +-min_effect. A pair's two outcomes are taken
-    as independent unless `discordance` (the chance that they differ) is given; scenarios that
-    some variants always pass and others always fail make it higher, shared difficulty lower."""
+    as independent unless `discordance` (the chance that they differ) is given: scenarios that
+    both variants pass or both fail make it lower than independence, and fewer pairs enough."""
     for rate in (rate_a, rate_b):
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"pass rates must lie in [0, 1], got {rate}")

@@ -171,8 +171,8 @@ def _cornish_fisher(z: float, df: int) -> float:
 def t_quantile(p: float, df: int) -> float:
     """Student's t quantile of p in (0, 1) with df >= 1 degrees of freedom: exact forms for 1
     and 2, otherwise Newton's method on the t tail from the Cornish-Fisher expansion, kept
-    inside a shrinking bracket. Relative error about 1e-12, and below 2e-9 up to df = 10^6,
-    where lgamma's large values cost digits."""
+    inside a shrinking bracket. Relative error below 1e-12 up to df = 1000 and 2e-9 up to
+    df = 10^6, where lgamma's large values cost digits."""
     _check_probability(p, "t_quantile's p")
     if df < 1:
         raise ValueError(f"t_quantile needs df >= 1, got {df}")

@@ -129,13 +129,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     compare = command(
         "compare",
-        "compare two result sets (report.json files or result folders; each agent / model / "
-        "variant group of A against the same group of B) or two variants of the current "
-        "results (A against B per agent and model), paired by scenario and repeat",
-        "llmtt compare v1 v2; llmtt compare old/report.json llm-tool-test-results",
+        "the comparison with the baseline of the current results, with a verdict per scenario; "
+        "or A (the baseline) against B: two variants of the current results, or two result "
+        "sets (report.json files or result folders), paired by scenario, agent, model and "
+        "repeat",
+        "llmtt compare --json; llmtt compare v1 v2; llmtt compare old/report.json "
+        "llm-tool-test-results",
     )
-    compare.add_argument("a", help="side A: a report.json, a results folder, or a variant")
-    compare.add_argument("b", help="side B: the same kind as A")
+    compare.add_argument(
+        "a", nargs="?", help="side A, the baseline: a report.json, a results folder, or a variant"
+    )
+    compare.add_argument("b", nargs="?", help="side B, the treatment: the same kind as A")
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
     compare.add_argument("--project", default=".", type=Path, help="(default: .)")
     _agents_parsers(
         command(
@@ -250,7 +255,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "show":
         return browse.show(args.project, args.name)
     if command == "compare":
-        return _compare(args.project, args.a, args.b)
+        return _compare(args.project, args.a, args.b, as_json=args.json)
     if command == "estimate":
         return ci.estimate(args)
     if command == "agents":
@@ -264,10 +269,15 @@ def _dispatch(args: argparse.Namespace) -> int:
     return project.schema(args.out)
 
 
-def _compare(root: Path, a: str, b: str) -> int:
-    from llmtt.results.compare import compare
+def _compare(root: Path, a: str | None, b: str | None, *, as_json: bool) -> int:
+    from llmtt.errors import LlmttError
+    from llmtt.results.compare import as_json as json_text
+    from llmtt.results.compare import as_text, compare
 
-    print(compare(a, b, root), end="")
+    if (a is None) != (b is None):
+        raise LlmttError("compare takes no side (the baseline comparison) or two: A and B")
+    found = compare(root, a, b)
+    print(json_text(found) if as_json else as_text(found), end="")
     return 0
 
 

@@ -72,13 +72,14 @@ def interaction_metrics(
         if c.exit_code == 0 and not retry
     )
     by_sub: dict[str, dict[str, int]] = {}
-    for c in commands:
+    for c, retry in zip(commands, after_failure, strict=True):
         entry = by_sub.setdefault(
-            c.subcommand or NO_SUBCOMMAND, {"count": 0, "errors": 0, "help": 0}
+            c.subcommand or NO_SUBCOMMAND, {"count": 0, "errors": 0, "help": 0, "retries": 0}
         )
         entry["count"] += 1
         entry["errors"] += c.exit_code not in (0, None)
         entry["help"] += c.help
+        entry["retries"] += retry
     metrics: dict[str, Any] = {
         "total_commands": total,
         "unique_commands": unique,

@@ -25,7 +25,7 @@ from llmtt.plan.runs import Run
 from llmtt.process.shell import ShellResult, run_shell
 from llmtt.redaction import Redactor
 from llmtt.scripted.server import ScriptedServer
-from llmtt.spec.config import ModelSpec
+from llmtt.spec.config import CONTROL_VARIANT, ModelSpec, control_removes
 from llmtt.spec.project import Project
 from llmtt.util.atomic import open_private, write_json
 
@@ -103,11 +103,14 @@ def _run_agent(
             f"paid runs (model=scripted rehearses for free)"
         )
     variant_files = {}
-    if run.variant:
+    removes: list[str] = []
+    if run.variant == CONTROL_VARIANT:
+        removes = control_removes(project.config)
+    elif run.variant:
         for dest, src in project.config.variants[run.variant].files.items():
             variant_files[dest] = project.root / src
     try:
-        ws = prepare(run.dir, run.scenario.fixture_dir, variant_files)
+        ws = prepare(run.dir, run.scenario.fixture_dir, variant_files, removes)
     except WorkspaceError as exc:
         return _error(str(exc))
     env = ws.env(run.target.env)

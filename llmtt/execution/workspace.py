@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,10 +69,18 @@ class Workspace:
         return env
 
 
-def prepare(run_dir: Path, fixture: Path | None, variant_files: Mapping[str, Path]) -> Workspace:
+def prepare(
+    run_dir: Path,
+    fixture: Path | None,
+    variant_files: Mapping[str, Path],
+    removes: Sequence[str] = (),
+) -> Workspace:
     """Create the run's workspace from scratch: fixture copy, variant files, empty HOME.
+    `removes`: workspace paths of guidance files to take out of the fixture's copy (the
+    no-guidance control); one that is not there is fine.
 
-    Raises WorkspaceError when a variant file would be written outside the workspace.
+    Raises WorkspaceError when a variant file would be written (or removed) outside the
+    workspace.
     """
     ws = Workspace(run_dir, run_dir / "workspace", run_dir / "home")
     for folder in (ws.workspace, ws.home):
@@ -82,6 +90,8 @@ def prepare(run_dir: Path, fixture: Path | None, variant_files: Mapping[str, Pat
         shutil.copytree(fixture, ws.workspace, symlinks=True)
     else:
         ws.workspace.mkdir(parents=True)
+    for dest in removes:
+        _remove_guidance_file(ws.workspace, dest)
     for dest, source in variant_files.items():
         _place_variant_file(ws.workspace, dest, source)
     make_home(ws.home)
@@ -91,6 +101,20 @@ def prepare(run_dir: Path, fixture: Path | None, variant_files: Mapping[str, Pat
     for name in (".bash_profile", ".profile"):
         (ws.home / name).write_text(profile)
     return ws
+
+
+def _remove_guidance_file(workspace: Path, dest: str) -> None:
+    """Take the file (or link) at `dest` out of the workspace; never anything outside it."""
+    target = workspace / dest
+    folder = target.parent.resolve()
+    if target.name in ("", ".", "..") or not within(workspace, folder):
+        raise WorkspaceError(
+            f"guidance file {dest!r} lies outside the workspace; a variant destination must be "
+            "a path inside the workspace"
+        )
+    target = folder / target.name
+    if target.is_symlink() or target.is_file():
+        target.unlink()
 
 
 def _place_variant_file(workspace: Path, dest: str, source: Path) -> None:

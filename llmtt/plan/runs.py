@@ -14,7 +14,14 @@ from llmtt.agents.registry import make_agent
 from llmtt.errors import ConfigError, LlmttError
 from llmtt.plan.keys import JUDGE_VERSION
 from llmtt.plan.versions import Versions
-from llmtt.spec.config import EVALUATION_SETTINGS, AgentSettings, TargetSpec, default_judge_model
+from llmtt.spec.config import (
+    CONTROL_VARIANT,
+    EVALUATION_SETTINGS,
+    AgentSettings,
+    TargetSpec,
+    control_removes,
+    default_judge_model,
+)
 from llmtt.spec.gates import Gate
 from llmtt.spec.loading import Loc, dotted, line_of
 from llmtt.spec.project import Project, folder_clash, folder_part, known_agents, unknown_variant
@@ -231,6 +238,13 @@ def _axes(
     models = list(selection.models) or own.models or matrix.models
     variants = list(selection.variants) or own.variants or matrix.variants
     repeats = selection.repeats or own.repeats or matrix.repeats
+    if (
+        project.config.compare.control
+        and not selection.variants
+        and any(v != "none" for v in variants)
+        and CONTROL_VARIANT not in variants
+    ):
+        variants = [*variants, CONTROL_VARIANT]  # the no-guidance control runs beside them
     out: list[tuple[str, str | None, str | None, int]] = []
     for agent in agents:
         needs_model = make_agent(project.config, project.root, agent).needs_model
@@ -472,6 +486,8 @@ def _evaluation_settings(project: Project, agent: str) -> str:
 def _variant_key(project: Project, variant: str | None) -> str:
     if variant is None:
         return "none"
+    if variant == CONTROL_VARIANT:
+        return hash_value({"removes": control_removes(project.config)})
     files = project.config.variants[variant].files
     return hash_value({dest: hash_file(project.root / src) for dest, src in files.items()})
 

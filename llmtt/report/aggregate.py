@@ -28,9 +28,11 @@ from llmtt.report.render import (
     render,
 )
 from llmtt.results.baseline import regressions
+from llmtt.results.comparison import compare_runs, designs
 from llmtt.results.store import sync_results_db
 from llmtt.results.summary import comparisons, repeats
 from llmtt.results.trends import history
+from llmtt.spec.config import VariantSpec
 from llmtt.spec.project import Project
 from llmtt.util.atomic import read_json, read_jsonl, write_json, write_text
 from llmtt.util.hashing import hash_file
@@ -43,13 +45,21 @@ REPORT_FORMAT = 1
 TRANSCRIPT_TAIL_BYTES = 65536
 
 
-def report_data(rows: list[dict[str, Any]], selection: str, generated_at: str) -> dict[str, Any]:
-    """The one data model every report renders: counts, groups, repeats, comparisons, runs."""
+def report_data(
+    rows: list[dict[str, Any]],
+    selection: str,
+    generated_at: str,
+    comparison: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The one data model every report renders: counts, the comparison with the baseline
+    (`llmtt.results.comparison`; None without variants to compare), groups, repeats, model
+    comparisons, runs."""
     return {
         "format": REPORT_FORMAT,
         "generated_at": generated_at,
         "selection": selection,
         "summary": _summary(rows),
+        "comparison": comparison,
         "groups": _groups(rows),
         "scenarios": _by_scenario(rows),
         "categories": _by_tag(rows),
@@ -59,9 +69,10 @@ def report_data(rows: list[dict[str, Any]], selection: str, generated_at: str) -
     }
 
 
-def aggregate(plan: Plan) -> dict[str, Any]:
+def aggregate(plan: Plan, looks: int = 1) -> dict[str, Any]:
     """Write report.json, report.md, report.html and junit.xml over every run of the plan;
-    return their data (redacted, like every file it goes into)."""
+    return their data (redacted, like every file it goes into). `looks`: the looks at the data
+    an adaptive session (`repeats=auto`) planned, which the comparison's intervals pay for."""
     from llmtt.report.cache import report_runs
 
     project = plan.project
@@ -81,7 +92,9 @@ def aggregate(plan: Plan) -> dict[str, Any]:
     details = _Panels({run.run_id: m.panel for run, m in zip(plan.runs, made, strict=True)})
     run_panels = "".join(m.html for m in made)
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    data: dict[str, Any] = report_data(rows, plan.selection.describe(), now)
+    data: dict[str, Any] = report_data(
+        rows, plan.selection.describe(), now, _comparison(plan, rows, looks)
+    )
     baseline = project.root / project.config.paths.baseline
     blessed = read_json(baseline) if baseline.exists() else None
     if blessed is not None:
@@ -100,6 +113,67 @@ def aggregate(plan: Plan) -> dict[str, Any]:
     write_text(results / "report.html", html, redact)
     write_text(results / "report.md", render(project, "report.md.j2", **data), redact)
     return data
+
+
+def _comparison(plan: Plan, rows: list[dict[str, Any]], looks: int) -> dict[str, Any] | None:
+    """The comparison with the baseline, each treatment with the diff of its guidance files
+    against the baseline's."""
+    found, notes = designs(plan)
+    comparison = compare_runs(rows, found, looks, notes)
+    if comparison is None:
+        return None
+    variants = plan.project.config.variants
+    for entry in comparison["treatments"]:
+        if not entry["against_control"]:
+            entry["guidance_diff"] = guidance_diff(
+                plan.project.root, variants, entry["baseline"], entry["treatment"]
+            )
+    return comparison
+
+
+GUIDANCE_DIFF_LINES = 400  # of each file's diff in the reports
+
+
+def guidance_diff(
+    root: Path, variants: Mapping[str, VariantSpec], baseline: str, treatment: str
+) -> list[dict[str, Any]]:
+    """Per workspace path either variant lays, the unified diff of the baseline's file against
+    the treatment's ("none" lays none: an empty side); files that are the same are left out."""
+    import difflib
+
+    def files(name: str) -> dict[str, str]:
+        spec = variants.get(name)
+        return dict(spec.files) if spec is not None else {}
+
+    mine, theirs = files(baseline), files(treatment)
+    out = []
+    for dest in sorted(set(mine) | set(theirs)):
+        old = _text_of(root, mine.get(dest))
+        new = _text_of(root, theirs.get(dest))
+        if old == new:
+            continue
+        lines = list(
+            difflib.unified_diff(
+                old.splitlines(),
+                new.splitlines(),
+                f"{baseline}: {mine.get(dest, '(none)')}",
+                f"{treatment}: {theirs.get(dest, '(none)')}",
+                lineterm="",
+            )
+        )
+        cut = len(lines) - GUIDANCE_DIFF_LINES
+        shown = lines[:GUIDANCE_DIFF_LINES] + ([f"... {cut} more lines"] if cut > 0 else [])
+        out.append({"path": dest, "diff": "\n".join(shown)})
+    return out
+
+
+def _text_of(root: Path, source: str | None) -> str:
+    if source is None:
+        return ""
+    try:
+        return (root / source).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return f"(cannot be read: {exc.strerror or exc})"
 
 
 def _html(

@@ -91,6 +91,24 @@ def add_filters(env: Any) -> None:
     env.filters["model"] = lambda v: v or "no model"
     env.filters["variant"] = lambda v: v or "no variant"
     env.filters["group"] = group_label
+    env.filters["signed"] = signed
+    env.filters["verdict"] = lambda v: VERDICT_WORDS.get(v, v)
+
+
+VERDICT_WORDS = {
+    "better": "better",
+    "worse": "worse",
+    "no_difference": "no difference",
+    "cant_tell": "can't tell",
+}
+
+
+def signed(value: Any, digits: int = 3) -> str:
+    """A difference, with its sign (`n/a` when there is none)."""
+    if value is None:
+        return "n/a"
+    shown = round(float(value), digits)
+    return f"{shown:+g}" if shown else "0"
 
 
 def _usd(value: Any, digits: int = 4) -> str:

@@ -1,64 +1,71 @@
-"""`llmtt compare A B`: two result sets, or two variants of the current results, compared run by
-run, with which side is A and which is B said before any number.
+"""`llmtt compare`: the comparison with the baseline, as text or as data (`--json`).
 
-Pairing. Two result sets (report.json files or folders holding one): each agent / model /
-variant group of A against the same group of B; when the two share no variant and each has
-exactly one, that one of A against that one of B (guidance-v1 results against guidance-v2
-results). Two variants: A against B within each agent / model of the current results. Within a
-pair of groups, runs pair by scenario and repeat; a run finished on one side only is left out.
+Without arguments: the comparison of the current results (report.json's `comparison`, made by
+the last aggregate from [compare]). With two arguments A and B, A is the baseline and B the
+treatment: two variants of the current results (per scenario, agent and model), or two result
+sets (report.json files or folders holding one: each agent / model / variant group of A against
+the same group of B; when the two share no variant and each has exactly one, that one of A
+against that one of B). Runs pair by scenario and repeat; a run finished on one side only is
+left out. The statistics and verdicts are those of `llmtt.results.comparison`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from llmtt.errors import LlmttError
-from llmtt.results.summary import paired_comparison
+from llmtt.results.comparison import ScenarioDesign, compare_runs, variant_label
 from llmtt.util.atomic import read_json
 
 Row = dict[str, Any]
+Group = tuple[str, str | None, str | None]
 
-
-@dataclass(frozen=True)
-class Side:
-    """One side of a comparison: its letter, what the user named, and its runs."""
-
-    letter: str
-    label: str
-    rows: list[Row]
+# The fields of each comparison in `llmtt compare --json` (README documents them).
+SCHEMA = 1
 
 
 @dataclass(frozen=True)
 class Pairing:
     """A group of side A against a group of side B (agent, model, variant each)."""
 
-    a: tuple[str, str | None, str | None]
-    b: tuple[str, str | None, str | None]
+    a: Group
+    b: Group
 
 
-def compare(a: str, b: str, project: Path) -> str:
-    """The comparison as text. Variants are looked up in the report.json of the project at
-    `project`. Raises LlmttError naming what was expected when A and B are not both result
-    sets or both variants, or when nothing pairs."""
+def compare(project: Path, a: str | None = None, b: str | None = None) -> Row:
+    """The comparison as data: `{schema, a, b, comparison}`, where `a` and `b` say what each
+    side is. Raises LlmttError naming what was expected when A and B are not both result sets
+    or both variants, or when nothing pairs."""
+    if a is None or b is None:
+        report = _current_report(project)
+        data = _read_report(report)
+        found = data.get("comparison")
+        if not found:
+            raise LlmttError(
+                f"{report} holds no comparison: no scenario ran two variants (or a variant and "
+                "the no-guidance control). Set [matrix] variants, or name two variants or two "
+                "result sets: llmtt compare A B"
+            )
+        return {"schema": SCHEMA, "a": "baseline", "b": "treatments", "comparison": found}
     left, right = _result_set(a), _result_set(b)
+    min_effect, looks = _settings(project)
     if left is not None and right is not None:
-        sides = (
-            Side("A", f"{a} ({_about(left)})", left[1]),
-            Side("B", f"{b} ({_about(right)})", right[1]),
-        )
-        pairings = list(_by_group(sides[0].rows, sides[1].rows))
+        rows, designs, notes = _between_sets(left[1], right[1], min_effect)
+        said = (f"{a} ({_about(left)})", f"{b} ({_about(right)})")
     elif left is None and right is None:
         report = _current_report(project)
         rows = _variant_rows(a, b, report)
-        where = f"variant of {report}"
-        sides = (
-            Side("A", f"{a} ({where})", [r for r in rows if r.get("variant") == a]),
-            Side("B", f"{b} ({where})", [r for r in rows if r.get("variant") == b]),
-        )
-        pairings = list(_by_variant(sides[0].rows, sides[1].rows, a, b))
+        looks = (_read_report(report).get("comparison") or {}).get("looks", looks)
+        notes = []
+        designs = {
+            scenario: ScenarioDesign(a, "the command line (A)", (b,), min_effect)
+            for scenario in _scenarios_with(rows, a, b)
+        }
+        said = (f"{a} (variant of {report})", f"{b} (variant of {report})")
     else:
         named = a if left is None else b
         raise LlmttError(
@@ -66,7 +73,27 @@ def compare(a: str, b: str, project: Path) -> str:
             "nor a folder holding one, while the other is a result set: name two report.json "
             "files (or results folders), or two variants of the current results"
         )
-    return _text(sides, pairings)
+    found = compare_runs(rows, designs, looks, notes)
+    if found is None or not found["units"]:
+        raise LlmttError(
+            "nothing to compare: no run of A has a partner in B (same scenario, agent, model and "
+            "repeat, and the same variant unless each side has one variant)"
+        )
+    return {"schema": SCHEMA, "a": said[0], "b": said[1], "comparison": found}
+
+
+def as_json(found: Row) -> str:
+    return json.dumps(found, indent=2, ensure_ascii=False) + "\n"
+
+
+def _settings(project: Path) -> tuple[float, int]:
+    """[compare] min_effect of the project (the default without one), and one look."""
+    from llmtt.spec.config import CompareSpec, load_config
+
+    if not (project / "llmtt.toml").is_file():
+        return CompareSpec().min_effect, 1
+    config, _ = load_config(project)
+    return config.compare.min_effect, 1
 
 
 def _result_set(source: str) -> tuple[Path, list[Row]] | None:
@@ -78,11 +105,16 @@ def _result_set(source: str) -> tuple[Path, list[Row]] | None:
             raise LlmttError(f"{path.parent} holds no report.json: run `doit run` there first")
     if not path.is_file():
         return None
+    return path, _read_report(path)["runs"]
+
+
+def _read_report(path: Path) -> Row:
+    if not path.is_file():
+        raise LlmttError(f"{path} does not exist: run `doit run` first")
     data = read_json(path)
-    runs = data.get("runs") if isinstance(data, dict) else None
-    if not isinstance(runs, list):
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
         raise LlmttError(f"{path}: expected an llmtt report.json (a mapping with a `runs` list)")
-    return path, runs
+    return data
 
 
 def _about(found: tuple[Path, list[Row]]) -> str:
@@ -104,26 +136,71 @@ def _variant_rows(a: str, b: str, report: Path) -> list[Row]:
             "not exist to find them in as variants: run `doit run` first, or name two result "
             "sets"
         )
-    rows: list[Row] = read_json(report)["runs"]
-    known = sorted({str(r["variant"]) for r in rows if r.get("variant")})
+    rows: list[Row] = _read_report(report)["runs"]
+    known = sorted({variant_label(r) for r in rows})
     for name in (a, b):
         if name not in known:
-            listed = ", ".join(known) if known else "none (the runs have no variant)"
             raise LlmttError(
                 f"{name!r} is not a report.json, a results folder, or a variant of the current "
-                f"results ({report}); their variants: {listed}"
+                f"results ({report}); their variants: {', '.join(known)}"
             )
     if a == b:
         raise LlmttError(f"compare needs two different variants; both are {a!r}")
     return rows
 
 
-def _group(row: Row) -> tuple[str, str | None, str | None]:
+def _scenarios_with(rows: list[Row], a: str, b: str) -> list[str]:
+    have: dict[str, set[str]] = {}
+    for row in rows:
+        have.setdefault(row["scenario"], set()).add(variant_label(row))
+    return sorted(s for s, found in have.items() if {a, b} <= found)
+
+
+def _group(row: Row) -> Group:
     return (str(row["agent"]), row.get("model") or None, row.get("variant") or None)
 
 
-def _order(group: tuple[str, str | None, str | None]) -> tuple[str, ...]:
+def _order(group: Group) -> tuple[str, ...]:
     return tuple(part or "" for part in group)
+
+
+def _label(group: Group) -> str:
+    agent, model, variant = group
+    return f"{agent} / {model or 'no model'} / {variant or 'no variant'}"
+
+
+def _between_sets(
+    rows_a: list[Row], rows_b: list[Row], min_effect: float
+) -> tuple[list[Row], dict[str, ScenarioDesign], list[Row]]:
+    """The two sets' runs as one set whose variants are "A" and "B", each pairing of groups its
+    own agent (named by both groups); a design per scenario that both sides ran; and a note
+    for each group of one side only."""
+    rows: list[Row] = []
+    pairings = list(_by_group(rows_a, rows_b))
+    notes = [
+        {"scenario": _label(group), "reason": f"only in {letter}"}
+        for letter, source, pick in (("A", rows_a, 0), ("B", rows_b, 1))
+        for group in sorted(
+            {_group(r) for r in source} - {(p.a, p.b)[pick] for p in pairings}, key=_order
+        )
+    ]
+    for pairing in pairings:
+        name = (
+            _label(pairing.a)
+            if pairing.a == pairing.b
+            else (f"{_label(pairing.a)} vs {_label(pairing.b)}")
+        )
+        for side, source, group in (("A", rows_a, pairing.a), ("B", rows_b, pairing.b)):
+            rows += [
+                {**r, "agent": name, "model": None, "variant": side}
+                for r in source
+                if _group(r) == group
+            ]
+    designs = {
+        scenario: ScenarioDesign("A", "the command line (A)", ("B",), min_effect)
+        for scenario in _scenarios_with(rows, "A", "B")
+    }
+    return rows, designs, notes
 
 
 def _by_group(rows_a: list[Row], rows_b: list[Row]) -> Iterator[Pairing]:
@@ -141,60 +218,60 @@ def _by_group(rows_a: list[Row], rows_b: list[Row]) -> Iterator[Pairing]:
         yield Pairing(group, group)
 
 
-def _by_variant(rows_a: list[Row], rows_b: list[Row], a: str, b: str) -> Iterator[Pairing]:
-    axes_a = {_group(r)[:2] for r in rows_a}
-    axes_b = {_group(r)[:2] for r in rows_b}
-    for agent, model in sorted(axes_a & axes_b, key=lambda g: (g[0], g[1] or "")):
-        yield Pairing((agent, model, a), (agent, model, b))
-
-
-def _label(group: tuple[str, str | None, str | None]) -> str:
-    agent, model, variant = group
-    return f"{agent} / {model or 'no model'} / {variant or 'no variant'}"
-
-
-def _text(sides: tuple[Side, Side], pairings: list[Pairing]) -> str:
-    side_a, side_b = sides
-    lines = [f"A = {side_a.label}", f"B = {side_b.label}", ""]
-    compared = 0
-    for pairing in pairings:
-        rows = [{**r, "side": "A"} for r in side_a.rows if _group(r) == pairing.a]
-        rows += [{**r, "side": "B"} for r in side_b.rows if _group(r) == pairing.b]
-        found = paired_comparison(rows, "side", "A", "B", ())
-        head = (
-            _label(pairing.a)
-            if pairing.a == pairing.b
-            else f"A {_label(pairing.a)} vs B {_label(pairing.b)}"
+def as_text(found: Row) -> str:
+    """The comparison as `llmtt compare` prints it: which side is which, then per treatment
+    its verdicts and pass-rate difference, per comparison its verdict, and what was left out."""
+    c = found["comparison"]
+    lines = [f"A = {found['a']}", f"B = {found['b']}"]
+    looks = f" and {c['looks']} planned looks" if c["looks"] > 1 else ""
+    lines.append(
+        f"verdicts hold together at {(1 - c['alpha']) * 100:g}% over {c['family']} "
+        f"comparisons{looks} (each interval at {c['level'] * 100:.4g}%)"
+    )
+    for t in c["treatments"]:
+        head = f"{t['treatment']} vs {t['baseline']}" + (
+            " (the no-guidance control)" if t["against_control"] else ""
         )
-        if found is None:
-            lines.append(f"{head}: no run finished on both sides (same scenario and repeat)")
-            continue
-        compared += 1
-        lines += _lines(head, found)
-    for letter, side, pick in (("A", side_a, 0), ("B", side_b, 1)):
-        paired = {(p.a, p.b)[pick] for p in pairings}
-        alone = sorted({_group(r) for r in side.rows} - paired, key=_order)
-        lines += [f"{_label(g)}: only in {letter}, not compared" for g in alone]
-    if not compared:
-        raise LlmttError(
-            "nothing to compare: no run of A has a partner in B (same agent, model, scenario and "
-            "repeat, and the same variant unless each side has one variant)\n" + "\n".join(lines)
+        v = t["verdicts"]
+        said = (
+            f"better {v['better']}, worse {v['worse']}, no difference {v['no_difference']}, "
+            f"can't tell {v['cant_tell']}"
         )
+        if "pairs" in t:
+            said += (
+                f"; {t['pairs']} pairs, pass rate A {t['rate_a']:g} -> B {t['rate_b']:g} "
+                f"(B - A {t['difference']:+g}, interval {t['low']:+g} to {t['high']:+g})"
+            )
+        lines.append(f"{head}: {said}")
+    lines.append("")
+    for u in c["units"]:
+        more = f" (about {u['more_pairs']} more pairs)" if u.get("more_pairs") else ""
+        where = " / ".join(part for part in (u["scenario"], u["agent"], u["model"]) if part)
+        lines.append(
+            f"{where}: "
+            f"{u['treatment']} vs {u['baseline']}: {_verdict(u['verdict'])}{more}; "
+            f"{u['pairs']} pairs, pass rate A {u['rate_a']:g} -> B {u['rate_b']:g} "
+            f"(B - A {u['difference']:+g}, interval {u['low']:+g} to {u['high']:+g}; "
+            f"p = {u['p_value']:g})"
+        )
+        for name, m in u["metrics"].items():
+            if m is None:
+                continue
+            interval = (
+                "too few pairs for an interval"
+                if m["low"] is None
+                else f"95% interval {m['low']:+g} to {m['high']:+g}"
+            )
+            lines.append(
+                f"  {name}: A {m['a']:g} -> B {m['b']:g} ({m['difference']:+g}, {interval})"
+            )
+    for n in c["not_compared"]:
+        where = " / ".join(part for part in (n["scenario"], n.get("agent"), n.get("model")) if part)
+        if "treatment" in n:
+            where += f": {n['treatment']} vs {n['baseline']}"
+        lines.append(f"{where}: not compared: {n['reason']}")
     return "\n".join(lines) + "\n"
 
 
-def _lines(head: str, c: Row) -> list[str]:
-    out = [
-        f"{head}: {c['pairs']} pairs; pass rate A {c['pass_rate_a']:g} -> B {c['pass_rate_b']:g} "
-        f"(B - A {c['difference']:+g}, 95% CI {c['ci_low']:+g} to {c['ci_high']:+g}; "
-        f"McNemar p = {c['p_value']:g}; passed in A only {c['a_only']}, in B only "
-        f"{c['b_only']})"
-    ]
-    for name, m in c["metrics"].items():
-        delta = "n/a" if m["delta"] is None else f"{m['delta']:+g}"
-        out.append(f"  {name}: A {_value(m['a'])} -> B {_value(m['b'])} ({delta})")
-    return out
-
-
-def _value(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:g}"
+def _verdict(name: str) -> str:
+    return {"no_difference": "no difference", "cant_tell": "can't tell"}.get(name, name)

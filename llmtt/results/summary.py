@@ -1,12 +1,13 @@
 """The report's data model beyond counts: repeats (mean and standard error, pass@k, pass^k,
-flaky), and paired comparisons of variants and of models."""
+flaky), and paired comparisons of models (Tango's 95% interval of each on its own)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
 
-from llmtt.results.stats import mean_se, paired, pass_at_k, pass_hat_k
+from llmtt.results.inference import rate_difference
+from llmtt.results.stats import mean_se, pass_at_k, pass_hat_k
 
 METRICS = ("error_rate", "first_try_success_rate", "total_commands", "help_invocations", "turns")
 
@@ -55,11 +56,11 @@ def repeats(rows: list[Row]) -> list[Row]:
 
 
 def comparisons(rows: list[Row]) -> list[Row]:
-    """Paired comparisons: each variant against the first (in name order; no variant comes
-    first), and each model likewise, paired by scenario and repeat (the other axes held
-    equal). `a` is the first, `b` the other; None is no variant (no model)."""
+    """Paired comparisons of models: each against the first in name order, paired by scenario
+    and repeat (the other axes held equal). `a` is the first, `b` the other. (Variants are
+    compared with the baseline the user names: `llmtt.results.comparison`.)"""
     out: list[Row] = []
-    for axis, others in (("variant", ("agent", "model")), ("model", ("agent", "variant"))):
+    for axis, others in (("model", ("agent", "variant")),):
         levels = sorted({row.get(axis) or None for row in rows}, key=lambda v: _order((v,)))
         if len(levels) < 2:
             continue
@@ -84,7 +85,7 @@ def paired_comparison(
     side_a = {key(r): r for r in done if (r.get(axis) or None) == a}
     side_b = {key(r): r for r in done if (r.get(axis) or None) == b}
     common = sorted(set(side_a) & set(side_b), key=_order)
-    result = paired(
+    result = rate_difference(
         [(side_a[k]["outcome"] == "pass", side_b[k]["outcome"] == "pass") for k in common]
     )
     if result is None:
@@ -110,8 +111,8 @@ def paired_comparison(
         "difference": _round(result.difference),
         "ci_low": _round(result.low),
         "ci_high": _round(result.high),
-        "a_only": result.a_only,
-        "b_only": result.b_only,
+        "a_only": result.losses,
+        "b_only": result.gains,
         "p_value": _round(result.p_value),
         "metrics": deltas,
     }

@@ -243,6 +243,47 @@ class RegressionSpec(Strict):
     cost_increase: float = Field(0.5, ge=0, description="Mean cost increase, as a fraction.")
 
 
+# The built-in no-guidance control: a variant that removes the files the variants lay.
+CONTROL_VARIANT = "no-guidance"
+
+
+class CompareSpec(Strict):
+    """How variants are compared (`[compare]`): against which, how small an effect matters,
+    and how far `doit run repeats=auto` may go."""
+
+    baseline: str | None = Field(
+        None,
+        description='The variant every other one is compared with ("none": no variant files). '
+        "Unset: the first variant of each scenario's variants, said so in the reports.",
+    )
+    min_effect: float = Field(
+        0.1,
+        gt=0,
+        lt=1,
+        description="The smallest pass-rate difference that matters: a comparison whose interval "
+        "lies inside +-min_effect is `no_difference`.",
+    )
+    control: bool = Field(
+        False,
+        description=f'Also run the no-guidance control (variant "{CONTROL_VARIANT}": the files '
+        "every variant lays are removed from the workspace) and compare each variant with it.",
+    )
+    max_repeats: int = Field(
+        20,
+        ge=2,
+        le=1000,
+        description="repeats=auto: the most repeats a comparison may take before it stops "
+        "undecided.",
+    )
+    round_repeats: int = Field(
+        5,
+        ge=1,
+        le=1000,
+        description="repeats=auto: repeats added per round; the verdicts are looked at after "
+        "each round.",
+    )
+
+
 class BudgetSpec(Strict):
     """Money limits for one invocation."""
 
@@ -354,6 +395,9 @@ class Config(Strict):
         default_factory=BudgetSpec, description="Money limit of one invocation."
     )
     judge: JudgeSpec = Field(default_factory=JudgeSpec, description="The LLM judge's settings.")
+    compare: CompareSpec = Field(
+        default_factory=CompareSpec, description="How variants are compared, and with which."
+    )
     regressions: RegressionSpec = Field(
         default_factory=RegressionSpec, description="When a change is flagged as a regression."
     )
@@ -368,6 +412,11 @@ class Config(Strict):
         description='Third-party evaluators by type id: `my_check = "package.module:Class"` '
         "(a module in the project folder can be imported).",
     )
+
+
+def control_removes(config: Config) -> list[str]:
+    """What the no-guidance control takes out of the workspace: every file a variant lays."""
+    return sorted({dest for variant in config.variants.values() for dest in variant.files})
 
 
 def default_judge_model(config: Config) -> str | None:

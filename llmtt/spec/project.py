@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from llmtt import registry
 from llmtt.errors import ConfigError, LlmttError, Problem
 from llmtt.redaction import Redactor
-from llmtt.spec.config import Config, MatrixSpec, TargetSpec, load_config
+from llmtt.spec.config import CONTROL_VARIANT, Config, MatrixSpec, TargetSpec, load_config
 from llmtt.spec.loading import Loc, dotted, line_of
 from llmtt.spec.rubric import Rubric, load_rubric
 from llmtt.spec.scenario import LoadedScenario, ScenarioMatrix, load_scenario
@@ -134,6 +134,7 @@ def load_project(root: Path, only: Path | None = None) -> Project:
     project = Project(root, config, scenarios, {}, config_lines=config_lines)
     problems.extend(_matrix_problems(project, config_lines))
     problems.extend(_variant_problems(project, config_lines))
+    problems.extend(_compare_problems(project, config_lines))
     problems.extend(_cross_check(project))
     rubric_dir = root / config.paths.rubrics
     inputs.note_file(rubric_dir)
@@ -282,6 +283,13 @@ def unknown_variant(config: Config, name: str) -> str | None:
     """What to say of a variant name with no [variants.X] table (None when it has one)."""
     if name == "none" or name in config.variants:
         return None
+    if name == CONTROL_VARIANT:
+        if config.compare.control:
+            return None
+        return (
+            f"{name!r} is the no-guidance control, which runs only with [compare] control = "
+            "true in llmtt.toml"
+        )
     declared = sorted(config.variants)
     close = difflib.get_close_matches(name, declared, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -289,6 +297,36 @@ def unknown_variant(config: Config, name: str) -> str | None:
         f"no [variants.{name}] table in llmtt.toml{hint} "
         f"(declared: {', '.join(declared + ['none'])})"
     )
+
+
+def _compare_problems(project: Project, config_lines: dict[Loc, int]) -> list[Problem]:
+    """A baseline that names no variant; a [variants.X] table that takes the control's name."""
+    config = project.config
+    toml = project.root / "llmtt.toml"
+    problems = []
+    if CONTROL_VARIANT in config.variants:
+        loc: Loc = ("variants", CONTROL_VARIANT)
+        problems.append(
+            Problem(
+                toml,
+                line_of(config_lines, loc, key=True),
+                dotted(loc),
+                f"{CONTROL_VARIANT!r} is the name of llmtt's no-guidance control "
+                "([compare] control); give this variant another name",
+            )
+        )
+    places = [(toml, config_lines, config.compare.baseline)]
+    places += [
+        (s.path, s.lines, s.spec.compare.baseline) for s in project.scenarios if s.spec.compare
+    ]
+    for path, lines, baseline in places:
+        if baseline is None:
+            continue
+        message = unknown_variant(config, baseline)
+        if message is not None:
+            loc = ("compare", "baseline")
+            problems.append(Problem(path, line_of(lines, loc), dotted(loc), message))
+    return problems
 
 
 def known_agents(config: Config) -> set[str]:

@@ -74,6 +74,13 @@ class ScenarioMatrix(Strict):
     repeats: int | None = Field(None, ge=1, le=1000, description="Replaces [matrix] repeats.")
 
 
+class ScenarioCompare(Strict):
+    """A scenario's own comparison settings; each one set replaces llmtt.toml's [compare]."""
+
+    baseline: str | None = Field(None, description="Replaces [compare] baseline.")
+    min_effect: float | None = Field(None, gt=0, lt=1, description="Replaces [compare] min_effect.")
+
+
 class Scenario(Strict):
     """One scenario file."""
 
@@ -121,6 +128,9 @@ class Scenario(Strict):
     run: RunLimits = Field(default_factory=RunLimits, description="Limits of one run.")
     matrix: ScenarioMatrix | None = Field(
         None, description="Per-scenario overrides of [matrix] (agents, models, variants, repeats)."
+    )
+    compare: ScenarioCompare | None = Field(
+        None, description="Per-scenario overrides of [compare] (baseline, min_effect)."
     )
 
     @field_validator("name")

@@ -71,10 +71,10 @@ def test_mixed_session_matches_hand_computed_figures(matcher: TargetMatcher) -> 
     assert m["tool_calls_ok"] == 6
     assert m["tool_calls_error"] == 2
     assert sorted(m["by_subcommand"]) == ["(none)", "add", "comit", "commit", "init"]
-    assert m["by_subcommand"]["commit"] == {"count": 2, "errors": 1, "help": 0}
-    assert m["by_subcommand"]["comit"] == {"count": 1, "errors": 1, "help": 0}
-    assert m["by_subcommand"]["add"] == {"count": 2, "errors": 0, "help": 0}
-    assert m["by_subcommand"]["(none)"] == {"count": 1, "errors": 0, "help": 1}
+    assert m["by_subcommand"]["commit"] == {"count": 2, "errors": 1, "help": 0, "retries": 1}
+    assert m["by_subcommand"]["comit"] == {"count": 1, "errors": 1, "help": 0, "retries": 0}
+    assert m["by_subcommand"]["add"] == {"count": 2, "errors": 0, "help": 0, "retries": 0}
+    assert m["by_subcommand"]["(none)"] == {"count": 1, "errors": 0, "help": 1, "retries": 0}
     assert m["duration_secs"] == 1.5
     assert m["natural_stop"] is True
 
@@ -99,7 +99,7 @@ def test_retry_after_failure_without_capture_group_uses_normalised_command() -> 
     events = session(("mytool  build", 2), ("mytool build", 0), ("mytool test", 0))
     m = metrics(events, TargetMatcher("mytool", r"\bmytool\b"))
     assert m["retries_after_failure"] == 1
-    assert m["by_subcommand"] == {"(none)": {"count": 3, "errors": 1, "help": 0}}
+    assert m["by_subcommand"] == {"(none)": {"count": 3, "errors": 1, "help": 0, "retries": 1}}
 
 
 def test_help_forms_and_segment_boundaries() -> None:
@@ -111,8 +111,13 @@ def test_help_forms_and_segment_boundaries() -> None:
     )
     m = metrics(events)
     assert m["help_invocations"] == 3
-    assert m["by_subcommand"]["commit"] == {"count": 2, "errors": 1, "help": 2}
-    assert m["by_subcommand"]["status"] == {"count": 2, "errors": 0, "help": 0}
+    assert m["by_subcommand"]["commit"] == {
+        "count": 2,
+        "errors": 1,
+        "help": 2,
+        "retries": 1,
+    }  # the second `commit -h` follows a failed one
+    assert m["by_subcommand"]["status"] == {"count": 2, "errors": 0, "help": 0, "retries": 0}
 
 
 def test_each_target_command_of_a_chain_counts_with_its_certain_exit() -> None:

@@ -65,12 +65,12 @@ def test_git_oracle_metrics_are_exact(project: Project) -> None:
         "cost_usd": 0.0,
         "natural_stop": True,
         "by_subcommand": {
-            "(none)": {"count": 1, "errors": 0, "help": 1},
-            "add": {"count": 2, "errors": 0, "help": 0},
-            "comit": {"count": 1, "errors": 1, "help": 0},
-            "commit": {"count": 2, "errors": 1, "help": 0},
-            "init": {"count": 1, "errors": 0, "help": 0},
-            "status": {"count": 1, "errors": 0, "help": 0},
+            "(none)": {"count": 1, "errors": 0, "help": 1, "retries": 0},
+            "add": {"count": 2, "errors": 0, "help": 0, "retries": 0},
+            "comit": {"count": 1, "errors": 1, "help": 0, "retries": 0},
+            "commit": {"count": 2, "errors": 1, "help": 0, "retries": 0},
+            "init": {"count": 1, "errors": 0, "help": 0, "retries": 0},
+            "status": {"count": 1, "errors": 0, "help": 0, "retries": 0},
         },
         "outcome": "fail",
     }

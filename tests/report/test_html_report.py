@@ -45,7 +45,7 @@ def test_report_html_renders_tables_charts_and_script(project: Project, tmp_path
         "llmtt.toml",
         GIT_TOML + '\n[variants.v1]\nfiles = { "AGENTS.md" = "guides/v1.md" }\n'
         '\n[variants.v2]\nfiles = { "AGENTS.md" = "guides/v2.md" }\n'
-        '\n[matrix]\nvariants = ["v1", "v2"]\nrepeats = 3\n',
+        '\n[matrix]\nvariants = ["v1", "v2"]\nrepeats = 3\n[compare]\nbaseline = "v1"\n',
     )
     project.write(
         "scenarios/s.yaml",
@@ -63,7 +63,15 @@ def test_report_html_renders_tables_charts_and_script(project: Project, tmp_path
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert 'data-ready="1"' in dom.stdout  # the script ran to its end
     assert dom.stdout.count("<table") >= 3 and dom.stdout.count('class="bar"') == 2
-    assert "variant v1 (A) vs v2 (B)" in dom.stdout and "FAIL" in dom.stdout
+    assert "FAIL" in dom.stdout
+    # the comparison with the baseline comes first: verdict, subcommands, the guidance diff
+    comparison = dom.stdout.index('id="comparison"')
+    assert comparison < dom.stdout.index("Pass rate by agent / model / variant")
+    assert "Baseline: <b>v1</b> ([compare] baseline)." in dom.stdout
+    assert '<td class="verdict cant_tell">can\'t tell <span class="muted">(about ' in dom.stdout
+    assert "<td>comit</td><td>1 → 1</td><td>1 → 1</td>" in dom.stdout
+    assert '<span class="del">-one</span>' in dom.stdout
+    assert '<span class="add">+two</span>' in dom.stdout
     # a panel: its interaction metrics, its composite score, its failed tool call marked red
     assert "tool_calls <b>3</b> (<span" in dom.stdout and "error_count <b" in dom.stdout
     assert "total_commands <b>2</b>" in dom.stdout and "cost_usd <b>0</b>" in dom.stdout

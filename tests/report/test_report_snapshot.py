@@ -11,6 +11,7 @@ from conftest import Project
 
 from llmtt.report.aggregate import report_data
 from llmtt.report.render import render
+from llmtt.results.comparison import ScenarioDesign, compare_runs
 from llmtt.spec.project import load_project
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "data" / "report.md.snapshot"
@@ -56,7 +57,9 @@ def test_report_md_matches_its_snapshot(project: Project) -> None:
     project.write("scenarios/s.yaml", "task: {prompt: x}\n")
     rows = [row("commit", "v1", k, "fail" if k == 2 else "pass", 0.25) for k in (1, 2, 3)]
     rows += [row("commit", "v2", k, "pass", 0.0) for k in (1, 2, 3)]
-    data = report_data(rows, "repeats=3", "2026-01-01T00:00:00+00:00")
+    design = ScenarioDesign("v1", "[compare] baseline", ("v2",), 0.1)
+    comparison = compare_runs(rows, {"commit": design})
+    data = report_data(rows, "repeats=3", "2026-01-01T00:00:00+00:00", comparison)
     text = render(load_project(project.root), "report.md.j2", **data)
     if os.environ.get("LLMTT_UPDATE_SNAPSHOTS") == "1":
         SNAPSHOT.write_text(text)

@@ -120,5 +120,5 @@ def test_bless_check_and_compare_on_a_real_project(
     second = tmp_path / "second.json"
     second.write_text(json.dumps({"runs": [run(k, False, [False]) for k in (1, 2)]}))
     assert main(["compare", str(first), str(second)]) == 0
-    assert "2 pairs; pass rate A 1 -> B 0 (B - A -1" in capsys.readouterr().out
+    assert "2 pairs, pass rate A 1 -> B 0 (B - A -1" in capsys.readouterr().out
     assert main(["compare", "v1", "v2", "--project", str(project.root)]) == 2

@@ -50,14 +50,47 @@ def test_two_variants_of_the_current_results_say_which_is_a_and_which_is_b(
     lines = done.stdout.splitlines()
     assert lines[0] == f"A = v1 (variant of {report})"
     assert lines[1] == f"B = v2 (variant of {report})"
-    assert (
-        "A oracle / no model / v1 vs B oracle / no model / v2: 2 pairs; pass rate A 0 -> B 1 "
-        "(B - A +1" in done.stdout
-    ), done.stdout
-    assert "  total_commands: A 1 -> B 1 (+0)" in done.stdout
+    # two pairs, both gains: far from decided, and the line says so
+    assert "s / oracle: v2 vs v1: can't tell (about " in done.stdout, done.stdout
+    assert "2 pairs, pass rate A 0 -> B 1 (B - A +1, interval -" in done.stdout
+    assert "  total_commands: A 1 -> B 1 (+0, too few pairs for an interval)" in done.stdout
     # the other way round, the numbers follow the letters
     swapped = llmtt("compare", "v2", "v1", "--project", str(results))
-    assert "pass rate A 1 -> B 0 (B - A -1" in swapped.stdout, swapped.stdout
+    assert "pass rate A 1 -> B 0 (B - A -1, interval " in swapped.stdout, swapped.stdout
+
+
+def test_the_baseline_comparison_as_json(results: Path) -> None:
+    done = llmtt("compare", "--json", "--project", str(results))
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["schema"] == 1
+    comparison = found["comparison"]
+    # no [compare] baseline: the first variant of the matrix, v1, and said so
+    assert comparison["baselines"]["s"]["baseline"] == "v1"
+    assert [(t["treatment"], t["baseline"]) for t in comparison["treatments"]] == [
+        ("v2", "v1"),
+        ("v3", "v1"),
+    ]
+    units = {u["treatment"]: u for u in comparison["units"]}
+    assert (units["v2"]["gains"], units["v2"]["losses"], units["v3"]["difference"]) == (2, 0, 0)
+    for unit in units.values():
+        assert set(unit) >= {
+            "baseline",
+            "treatment",
+            "pairs",
+            "difference",
+            "low",
+            "high",
+            "p_value",
+            "verdict",
+            "metrics",
+        }
+        assert unit["low"] <= unit["difference"] <= unit["high"]
+    # the family: two units and two pooled rows, each interval at 1 - 0.05 / 4
+    assert comparison["family"] == 4 and comparison["level"] == 0.9875
+    text = llmtt("compare", "--project", str(results))
+    assert text.stdout.startswith("A = baseline\nB = treatments\n"), text.stdout
+    assert "v2 vs v1: better 0, worse 0, no difference 0, can't tell 1; 2 pairs" in text.stdout
 
 
 def test_two_result_sets_pair_every_variant(results: Path, tmp_path: Path) -> None:
@@ -74,9 +107,10 @@ def test_two_result_sets_pair_every_variant(results: Path, tmp_path: Path) -> No
     assert done.stdout.startswith(
         f"A = {old} (4 runs in {old})\nB = {report.parent} (6 runs in {report})\n"
     ), done.stdout
-    assert "oracle / no model / v1: 2 pairs; pass rate A 0 -> B 0 (B - A +0" in done.stdout
-    assert "oracle / no model / v2: 2 pairs; pass rate A 0 -> B 1 (B - A +1" in done.stdout
-    assert "oracle / no model / v3: only in B, not compared" in done.stdout
+    assert "s / oracle / no model / v1: B vs A: " in done.stdout
+    assert "2 pairs, pass rate A 0 -> B 0 (B - A +0," in done.stdout
+    assert "2 pairs, pass rate A 0 -> B 1 (B - A +1," in done.stdout
+    assert "oracle / no model / v3: not compared: only in B" in done.stdout
 
 
 def test_one_variant_each_pairs_those_two(results: Path, tmp_path: Path) -> None:
@@ -88,7 +122,8 @@ def test_one_variant_each_pairs_those_two(results: Path, tmp_path: Path) -> None
         sides.append(str(path))
     done = llmtt("compare", *sides)
     assert done.returncode == 0, done.stderr
-    assert "A oracle / no model / v1 vs B oracle / no model / v2: 2 pairs" in done.stdout
+    assert "s / oracle / no model / v1 vs oracle / no model / v2: B vs A: " in done.stdout
+    assert "2 pairs, pass rate A 0 -> B 1" in done.stdout
 
 
 def test_bad_input_names_what_was_expected(results: Path, tmp_path: Path) -> None:
@@ -102,6 +137,8 @@ def test_bad_input_names_what_was_expected(results: Path, tmp_path: Path) -> Non
     assert "compare takes two result sets or two variants; 'v1' is neither" in mixed.stderr
     same = llmtt("compare", "v1", "v1", "--project", project)
     assert same.returncode == 2 and "two different variants" in same.stderr
+    one = llmtt("compare", "v1", "--project", project)
+    assert one.returncode == 2 and "compare takes no side" in one.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     folder = llmtt("compare", str(empty), str(results / "llm-tool-test-results"))

@@ -51,14 +51,17 @@ def test_repeats_give_pass_at_k_pass_hat_k_flaky_and_standard_errors() -> None:
     assert b["pass_hat_k"]["3"] == 1.0
 
 
-def test_variants_are_compared_pair_by_pair() -> None:
-    rows = [row("a", k, "fail", "v1", error_rate=0.5) for k in (1, 2, 3)]
-    rows += [row("a", k, "pass", "v2", error_rate=0.1) for k in (1, 2, 3)]
-    rows += [row("a", 4, "pass", "v2")]  # no v1 partner: not paired
+def test_models_are_compared_pair_by_pair() -> None:
+    rows = [{**row("a", k, "fail", error_rate=0.5), "model": "m1"} for k in (1, 2, 3)]
+    rows += [{**row("a", k, "pass", error_rate=0.1), "model": "m2"} for k in (1, 2, 3)]
+    rows += [{**row("a", 4, "pass"), "model": "m2"}]  # no m1 partner: not paired
     (c,) = comparisons(rows)
-    assert (c["axis"], c["a"], c["b"], c["pairs"]) == ("variant", "v1", "v2", 3)
+    assert (c["axis"], c["a"], c["b"], c["pairs"]) == ("model", "m1", "m2", 3)
     assert (c["pass_rate_a"], c["pass_rate_b"], c["difference"]) == (0.0, 1.0, 1.0)
-    assert c["p_value"] == 0.25 and (c["a_only"], c["b_only"]) == (0, 3)
+    assert (c["a_only"], c["b_only"]) == (0, 3)
+    # three pairs do not make a certainty: the interval keeps its width and reaches below 0
+    assert c["ci_low"] < 0 < c["ci_high"] < 1 or c["ci_low"] < 0 < c["ci_high"] == 1
+    assert c["p_value"] > 0.05
     assert c["metrics"]["error_rate"] == {"a": 0.5, "b": 0.1, "delta": -0.4}
 
 
@@ -98,10 +101,23 @@ def test_variants_and_repeats_through_doit(project: Project) -> None:
     assert [(c["tag"], c["runs"], c["passed"]) for c in report["categories"]] == [
         ("(untagged)", 6, 3)
     ]
-    (comparison,) = report["comparisons"]
-    assert comparison["difference"] == 1.0 and comparison["p_value"] == 0.25
+    assert report["comparisons"] == []  # one model: nothing to compare across models
+    comparison = report["comparison"]
+    assert comparison["baselines"] == {
+        "s": {
+            "baseline": "v1",
+            "named_by": "first of its variants (name one with [compare] baseline)",
+            "min_effect": 0.1,
+        }
+    }
+    (unit,) = comparison["units"]
+    assert (unit["baseline"], unit["treatment"], unit["pairs"], unit["gains"]) == ("v1", "v2", 3, 3)
+    assert (unit["rate_a"], unit["rate_b"], unit["difference"]) == (0.0, 1.0, 1.0)
+    assert unit["verdict"] == "cant_tell" and unit["more_pairs"] >= 1  # 3 pairs decide nothing
     text = (project.results() / "report.md").read_text()
-    assert "**variant v1 (A) vs v2 (B)** (3 pairs): pass rate A 0 -> B 1" in text
+    assert text.index("## Compared with the baseline") < text.index("## By category")
+    assert "Baseline: **v1** (first of its variants (name one with [compare] baseline))" in text
+    assert "| s | oracle / no model | v2 vs v1 | 3 | 0 -> 1 | +1 (" in text
     assert "## Over repeats" in text
     suite = ET.parse(project.results() / "junit.xml").getroot()
     assert suite.get("tests") == "6" and suite.get("failures") == "3"

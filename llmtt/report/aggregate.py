@@ -15,7 +15,7 @@ from typing import Any
 from llmtt.errors import LlmttError
 from llmtt.evaluation.outcome import as_expected, verdict
 from llmtt.plan.runs import Plan, Run
-from llmtt.report.charts import trend_line
+from llmtt.report.charts import history_chart
 from llmtt.report.junit import junit
 from llmtt.report.render import (
     PACKAGE_TEMPLATES,
@@ -92,7 +92,7 @@ def aggregate(plan: Plan) -> dict[str, Any]:
     data = {k: v if k == "runs" else redact.value(v) for k, v in data.items()}
     results = project.results_dir
     trend = history(results / "results.db", blessed)
-    trend["chart"] = trend_line(trend["overall"], trend["baseline"])
+    trend["chart"] = history_chart(trend["points"], trend["lines"])
     trend = redact.value(trend)
     write_json(results / "report.json", data, compact=True)  # `data` is redacted above
     write_text(results / "junit.xml", junit(data["runs"]), redact)

@@ -27,7 +27,7 @@ from llmtt.report.render import (
     paired_calls,
     render,
 )
-from llmtt.results.baseline import regressions
+from llmtt.results.baseline import compared, regressions
 from llmtt.results.store import sync_results_db
 from llmtt.results.summary import comparisons, repeats
 from llmtt.results.trends import history
@@ -87,6 +87,7 @@ def aggregate(plan: Plan) -> dict[str, Any]:
     if blessed is not None:
         data["baseline"] = str(baseline.relative_to(project.root))
         data["regressions"] = regressions(rows, blessed, project.config.regressions)
+        data["baseline_compared"] = compared(rows, blessed)
     # The rows are redacted already, and what is made of them holds the selection and the
     # baseline besides.
     data = {k: v if k == "runs" else redact.value(v) for k, v in data.items()}

@@ -137,7 +137,7 @@ def history_chart(points: list[str], lines: list[dict[str, Any]]) -> str:
             parts.append(
                 f'<line x1="{left}" y1="{at:.1f}" x2="{left + plot_w}" y2="{at:.1f}" '
                 f'class="baseline" style="stroke: {colour}"><title>{escape(label)}: baseline '
-                f"{line['baseline']:.2g}</title></line>"
+                f"{_rate(line['baseline'])}</title></line>"
             )
         xy = [(left + where[p["point"]] * step, y(p["pass_rate"]), p) for p in line["points"]]
         parts.append(
@@ -150,7 +150,8 @@ def history_chart(points: list[str], lines: list[dict[str, Any]]) -> str:
             parts.append(
                 f'<circle cx="{a:.1f}" cy="{b:.1f}" r="4" class="point" style="fill: {colour}">'
                 f"<title>{escape(label)} at {escape(p['point'])}: {p['passed']}/{p['runs']} "
-                f"passed ({p['scenarios']} scenarios{cost})</title></circle>"
+                f"passed ({p['scenarios']} scenario{'s' * (p['scenarios'] != 1)}{cost})</title>"
+                "</circle>"
             )
         parts += _legend_row(line, label, colour, left, legend_top + 18 * n)
     parts.append("</svg>")
@@ -192,7 +193,7 @@ def _invocation_axis(points: list[str], left: int, step: float, bottom: float) -
 
 def _legend_row(line: dict[str, Any], label: str, colour: str, left: int, top: int) -> list[str]:
     """A legend row: the line's colour, its name and its baseline pass rate."""
-    said = "no baseline" if line["baseline"] is None else f"baseline {line['baseline']:.2g}"
+    said = "no baseline" if line["baseline"] is None else f"baseline {_rate(line['baseline'])}"
     return [
         f'<line x1="{left}" y1="{top + 8}" x2="{left + 22}" y2="{top + 8}" class="trend" '
         f'style="stroke: {colour}"/>',
@@ -206,3 +207,8 @@ def _series_label(line: dict[str, Any]) -> str:
     """A line's name as the reports word it: agent / model / variant, `no model` and `no
     variant` for an axis left out."""
     return " / ".join((line["agent"], line["model"] or "no model", line["variant"] or "no variant"))
+
+
+def _rate(rate: float) -> str:
+    """A pass rate as the reports' tables show it (to 3 decimals)."""
+    return f"{round(rate, 3):g}"

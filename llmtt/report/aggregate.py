@@ -15,7 +15,7 @@ from typing import Any
 from llmtt.errors import LlmttError
 from llmtt.evaluation.outcome import as_expected, verdict
 from llmtt.plan.runs import Plan, Run
-from llmtt.report.charts import trend_line
+from llmtt.report.charts import history_chart
 from llmtt.report.junit import junit
 from llmtt.report.render import (
     PACKAGE_TEMPLATES,
@@ -27,7 +27,7 @@ from llmtt.report.render import (
     paired_calls,
     render,
 )
-from llmtt.results.baseline import regressions
+from llmtt.results.baseline import compared, regressions
 from llmtt.results.comparison import compare_runs, designs
 from llmtt.results.store import sync_results_db
 from llmtt.results.summary import comparisons, repeats
@@ -100,12 +100,13 @@ def aggregate(plan: Plan, looks: int = 1) -> dict[str, Any]:
     if blessed is not None:
         data["baseline"] = str(baseline.relative_to(project.root))
         data["regressions"] = regressions(rows, blessed, project.config.regressions)
+        data["baseline_compared"] = compared(rows, blessed)
     # The rows are redacted already, and what is made of them holds the selection and the
     # baseline besides.
     data = {k: v if k == "runs" else redact.value(v) for k, v in data.items()}
     results = project.results_dir
     trend = history(results / "results.db", blessed)
-    trend["chart"] = trend_line(trend["overall"], trend["baseline"])
+    trend["chart"] = history_chart(trend["points"], trend["lines"])
     trend = redact.value(trend)
     write_json(results / "report.json", data, compact=True)  # `data` is redacted above
     write_text(results / "junit.xml", junit(data["runs"]), redact)

@@ -83,6 +83,14 @@ def missing_groups(rows: list[Row], baseline: dict[str, Any]) -> list[str]:
     return sorted(name for name in baseline.get("groups", {}) if name not in now)
 
 
+def compared(rows: list[Row], baseline: dict[str, Any]) -> dict[str, Any]:
+    """How many of the baseline's groups `rows` are compared with (those with a finished run),
+    of how many, and the groups left out (report.json's `baseline_compared`)."""
+    missing = missing_groups(rows, baseline)
+    total = len(baseline.get("groups", {}))
+    return {"compared": total - len(missing), "groups": total, "missing": missing}
+
+
 def regressions(rows: list[Row], baseline: dict[str, Any], rules: RegressionSpec) -> list[Row]:
     """What got worse than the baseline, each flagged only when beyond the noise repeats show."""
     now = snapshot(rows)["groups"]
@@ -178,12 +186,17 @@ def check_summary(report: dict[str, Any]) -> tuple[bool, str]:
         lines += [f"- {group_label(r['group'])}: {r['message']}" for r in found]
         lines.append("")
     if not bad and not found:
-        expected = summary.get("failed_as_expected")
-        lines.append(
-            "Every run passed and nothing regressed."
-            if not expected
-            else "Every run had the outcome its scenario expects and nothing regressed."
+        said = (
+            "Every run had the outcome its scenario expects"
+            if summary.get("failed_as_expected")
+            else "Every run passed"
         )
+        # With no baseline group compared, nothing can be said to have regressed or not.
+        coverage = report.get("baseline_compared") or {}
+        if coverage.get("groups") and not coverage.get("compared"):
+            lines.append(f"{said}; none of the baseline's groups was compared.")
+        else:
+            lines.append(f"{said} and nothing regressed.")
     # From report.json, redacted when written; masked again for a report an older llmtt wrote.
     return not bad and not found, Redactor()("\n".join(lines) + "\n")
 

@@ -39,7 +39,7 @@ def append_result(path: Path, record: dict[str, Any], redact: Redactor) -> None:
 def append_evaluation(path: Path, record: dict[str, Any], redact: Redactor) -> None:
     """Append a run's evaluator results to evaluations.jsonl (before its results.jsonl line:
     a kill between the two may repeat this line, with the same `evaluation_id`, never lose
-    it), unless results.jsonl already holds this evaluation."""
+    it), unless results.jsonl holds this evaluation as the run's latest record."""
     line = json.dumps(redact.value(record), ensure_ascii=False, default=str).encode() + b"\n"
     results = path.with_name("results.jsonl")
     with open(path, "a+b") as handle:
@@ -57,7 +57,10 @@ def append_evaluation(path: Path, record: dict[str, Any], redact: Redactor) -> N
 
 
 def _recorded(db: Path, record: dict[str, Any]) -> bool:
-    """Whether results.db (caught up) already holds this evaluation of this run."""
+    """Whether results.db (caught up) holds this evaluation as the run's latest record: the
+    same evaluation appended before a kill kept doit from saving it. An evaluation that returns
+    to an earlier one (a gate edited, then edited back) is the run's current result again, and
+    so a new record."""
     import sqlite3
 
     evaluation = record.get("evaluation_id")
@@ -67,15 +70,15 @@ def _recorded(db: Path, record: dict[str, Any]) -> bool:
         row = (
             _connection(db)
             .execute(
-                "SELECT 1 FROM results WHERE run_id = ? "
-                "AND json_extract(record, '$.evaluation_id') = ? LIMIT 1",
-                (record.get("run_id", ""), evaluation),
+                "SELECT json_extract(record, '$.evaluation_id') FROM results WHERE run_id = ? "
+                "ORDER BY id DESC LIMIT 1",
+                (record.get("run_id", ""),),
             )
             .fetchone()
         )
     except sqlite3.Error as exc:
         raise OSError(errno.EIO, str(exc), str(db)) from None
-    return row is not None
+    return row is not None and row[0] == evaluation
 
 
 def sync_results_db(path: Path) -> None:

@@ -1,11 +1,14 @@
-"""Trends for report.html: pass rate and cost per scenario group over the invocations recorded in
-results.db, with the committed baseline marked.
+"""Trends for report.html: pass rate and cost over the invocations recorded in results.db, per
+agent / model / variant (the chart's lines) and per scenario group (the table), with the
+committed baseline marked.
 
 A point is one invocation of `doit run` (records carry its `invocation`: when it began, or the
 label in `LLMTT_LABEL`; older records, without one, fall back to their day). A group's
 point holds the runs of that group evaluated in that invocation, each run's last evaluation in
-it counted once; a group not evaluated in an invocation has no point there. The figures are
-summed in SQL, so a results.db of many thousands of rows costs one query, and only the last
+it counted once; a group not evaluated in an invocation has no point there. An invocation may
+select other agents, models or scenarios than the one before, so the project's pass rate is
+not drawn as one line: each agent / model / variant has its own. The figures are summed in one
+SQL query, so a results.db of many thousands of rows costs one query, and only the last
 `POINTS` invocations are shown.
 """
 
@@ -13,13 +16,15 @@ from __future__ import annotations
 
 import sqlite3
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from llmtt.results.baseline import group_key
 
 POINTS = 20  # invocations shown
-GROUPS = 200  # groups listed, the most recently evaluated first
+LINES = 8  # agent / model / variant lines drawn, the most recently evaluated
+GROUPS = 200  # scenario groups listed, the most recently evaluated first
 COLUMNS = 6  # a group's latest points in the table
 
 _POINT = "coalesce(json_extract(record, '$.invocation'), substr(timestamp, 1, 10))"
@@ -34,70 +39,131 @@ GROUP BY point, scenario, agent, model, variant
 """
 
 
+@dataclass
+class _Sum:
+    """The runs of one point summed: how many, passed, their cost, how many had a cost, and
+    over how many scenarios."""
+
+    runs: int = 0
+    passed: int = 0
+    cost: float = 0.0
+    priced: int = 0
+    scenarios: int = 0
+
+    def add(self, runs: int, passed: int, cost: float | None, priced: int) -> None:
+        self.runs += runs
+        self.passed += passed
+        self.cost += cost or 0.0
+        self.priced += priced
+        self.scenarios += 1
+
+    def figures(self, point: str) -> dict[str, Any]:
+        return {
+            "point": point,
+            "runs": self.runs,
+            "passed": self.passed,
+            "pass_rate": self.passed / self.runs if self.runs else None,
+            "cost_usd": self.cost if self.priced == self.runs else None,
+            "scenarios": self.scenarios,
+        }
+
+
+@dataclass
+class _Series:
+    """A group's points by invocation, and its newest record (which groups are shown)."""
+
+    last: int = 0
+    sums: dict[str, _Sum] = field(default_factory=lambda: defaultdict(_Sum))
+
+    def add(self, point: str, last: int, figures: tuple[int, int, float | None, int]) -> None:
+        self.last = max(self.last, last)
+        self.sums[point].add(*figures)
+
+    def figures(self, points: list[str]) -> list[dict[str, Any]]:
+        """Its points in the invocations' order."""
+        return [self.sums[p].figures(p) for p in points if p in self.sums]
+
+
 def history(db: Path, baseline: dict[str, Any] | None) -> dict[str, Any]:
-    """The data of the history section: points (oldest first), groups with their latest points
-    and baseline figures, and the whole project's pass rate per point."""
+    """The data of the history section: points (oldest first), the whole project's figures per
+    point, a line per agent / model / variant and a row per scenario group, each with its
+    baseline pass rate."""
     rows = _rows(db)
     first: dict[str, int] = {}  # a point's first record: the invocations in their order
     for row in rows:
         first[row[0]] = min(first.get(row[0], row[1]), row[1])
     points = sorted(first, key=first.__getitem__)[-POINTS:]
     shown = set(points)
-    groups: dict[str, dict[str, Any]] = {}
-    totals: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0])
+    groups: dict[tuple[str, str, str, str], _Series] = defaultdict(_Series)
+    lines: dict[tuple[str, str, str], _Series] = defaultdict(_Series)
+    totals: dict[str, _Sum] = defaultdict(_Sum)
     for point, _, last, scenario, agent, model, variant, runs, passed, cost, priced in rows:
-        if point not in shown:
-            continue
-        key = group_key(scenario, agent, model, variant)
-        group = groups.setdefault(
-            key,
-            {
-                "key": key,
-                "scenario": scenario,
-                "agent": agent,
-                "model": model or None,
-                "variant": variant or None,
-                "points": {},
-                "last": last,
-            },
-        )
-        group["last"] = max(group["last"], last)
-        group["points"][point] = {
-            "runs": runs,
-            "passed": passed,
-            "pass_rate": passed / runs,
-            "cost_usd": cost if priced == runs else None,
-        }
-        total = totals[point]
-        total[0] += runs
-        total[1] += passed
-        total[2] += cost or 0.0
-        total[3] += priced
+        if point in shown:
+            figures = (runs, passed, cost, priced)
+            groups[(scenario, agent, model, variant)].add(point, last, figures)
+            lines[(agent, model, variant)].add(point, last, figures)
+            totals[point].add(*figures)
     base = (baseline or {}).get("groups", {})
-    listed = sorted(groups.values(), key=lambda g: g["last"], reverse=True)[:GROUPS]
-    for group in listed:
-        mine = [p for p in points if p in group["points"]][-COLUMNS:]
-        group["latest"] = [{"point": p, **group["points"][p]} for p in mine]
-        before = base.get(group["key"])
-        group["baseline"] = None if before is None else before.get("pass_rate")
-    overall = [
-        {
-            "point": p,
-            "runs": int(totals[p][0]),
-            "passed": int(totals[p][1]),
-            "pass_rate": totals[p][1] / totals[p][0] if totals[p][0] else None,
-            "cost_usd": totals[p][2] if totals[p][3] == totals[p][0] else None,
-        }
-        for p in points
-    ]
-    rate = _baseline_rate(base)
+    drawn = _newest(lines, LINES)
+    listed = _newest(groups, GROUPS)
     return {
         "points": points,
-        "overall": overall,
-        "groups": sorted(listed, key=lambda g: g["key"]),
-        "more_groups": max(0, len(groups) - len(listed)),
-        "baseline": rate,
+        "overall": [totals[p].figures(p) for p in points],
+        "lines": [_line(key, lines[key], points, base) for key in sorted(drawn)],
+        "more_lines": len(lines) - len(drawn),
+        "groups": [_group(key, groups[key], points, base) for key in sorted(listed)],
+        "more_groups": len(groups) - len(listed),
+        "blessed": bool(base),
     }
+
+
+def _newest(series: dict[Any, _Series], count: int) -> list[Any]:
+    """The keys of the `count` series evaluated most recently."""
+    return sorted(series, key=lambda key: series[key].last, reverse=True)[:count]
+
+
+def _line(
+    key: tuple[str, str, str], series: _Series, points: list[str], base: dict[str, Any]
+) -> dict[str, Any]:
+    agent, model, variant = key
+    return {
+        "agent": agent,
+        "model": model or None,
+        "variant": variant or None,
+        "points": series.figures(points),
+        "baseline": _line_baseline(agent, model, variant, base),
+    }
+
+
+def _group(
+    key: tuple[str, str, str, str], series: _Series, points: list[str], base: dict[str, Any]
+) -> dict[str, Any]:
+    scenario, agent, model, variant = key
+    name = group_key(scenario, agent, model, variant)
+    before = base.get(name)
+    return {
+        "key": name,
+        "scenario": scenario,
+        "agent": agent,
+        "model": model or None,
+        "variant": variant or None,
+        "latest": series.figures(points)[-COLUMNS:],
+        "baseline": None if before is None else before.get("pass_rate"),
+    }
+
+
+def _line_baseline(agent: str, model: str, variant: str, base: dict[str, Any]) -> float | None:
+    """The baseline's pass rate over its runs of this agent / model / variant (over every
+    scenario it holds of them), or None when it holds none."""
+    # A baseline key is `scenario/agent/model/variant`; a scenario's name has no `/` (a
+    # model's may), so what follows the first `/` names the agent / model / variant.
+    mine = group_key("", agent, model, variant)[1:]
+    runs = passed = 0.0
+    for name, group in base.items():
+        if name.partition("/")[2] == mine:
+            runs += group.get("runs", 0)
+            passed += group.get("pass_rate", 0) * group.get("runs", 0)
+    return passed / runs if runs else None
 
 
 def _rows(db: Path) -> list[tuple[Any, ...]]:
@@ -110,12 +176,3 @@ def _rows(db: Path) -> list[tuple[Any, ...]]:
         return []  # an old or damaged results.db: no history, the report still renders
     finally:
         conn.close()
-
-
-def _baseline_rate(groups: dict[str, Any]) -> float | None:
-    """The baseline's pass rate over all its runs."""
-    runs = sum(int(g.get("runs", 0)) for g in groups.values())
-    if not runs:
-        return None
-    passed = sum(float(g.get("pass_rate", 0)) * int(g.get("runs", 0)) for g in groups.values())
-    return passed / runs

@@ -84,6 +84,12 @@ def test_check_markdown_and_ok() -> None:
     report["regressions"] = [{"group": "s/a/m/-", "kind": "cost", "message": "mean cost up"}]
     ok, text = check_summary(report)
     assert not ok and "- s / a / m / no variant: mean cost up" in text
+    # No baseline group compared: nothing can be said to have regressed (or not).
+    report["regressions"] = []
+    report["baseline_compared"] = {"compared": 0, "groups": 2, "missing": ["x/a/m/-", "y/a/m/-"]}
+    ok, text = check_summary(report)
+    assert "Every run passed; none of the baseline's groups was compared." in text
+    assert "regressed" not in text
 
 
 def test_bless_check_and_compare_on_a_real_project(
@@ -122,3 +128,60 @@ def test_bless_check_and_compare_on_a_real_project(
     assert main(["compare", str(first), str(second)]) == 0
     assert "2 pairs, pass rate A 1 -> B 0 (B - A -1" in capsys.readouterr().out
     assert main(["compare", "v1", "v2", "--project", str(project.root)]) == 2
+
+
+def test_the_baseline_section_says_how_many_groups_it_compared_and_never_no_regression_of_none(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run of other scenarios than the baseline's compares nothing: the reports said "No
+    regression beyond noise" all the same (while `llmtt check` failed)."""
+    project.write("llmtt.toml", GIT_TOML)
+    scenario = "task: {prompt: x}\nsolution: [git init -q .]\nevaluation:\n  gates:\n    - {type: file_exists, path: .git/HEAD}\n"
+    for name in ("a", "b"):
+        project.write(f"scenarios/{name}.yaml", scenario)
+    assert project.doit("run").code == 0
+    assert main(["bless", str(project.root)]) == 0
+    project.write("scenarios/c.yaml", scenario)
+
+    def said() -> tuple[str, str]:
+        md = (project.results() / "report.md").read_text().split("## Against the baseline")[1]
+        html = (project.results() / "report.html").read_text()
+        return md.split("\n## ")[0], html.split("<h2>Against the baseline</h2>")[1].split("<h2>")[0]
+
+    assert project.doit("run", "scenario=c").code == 0
+    missing = ["a/oracle/-/-", "b/oracle/-/-"]
+    assert project.json("report.json")["baseline_compared"] == {
+        "compared": 0,
+        "groups": 2,
+        "missing": missing,
+    }
+    for text in said():
+        assert "Compared 0 of 2 baseline groups" in text
+        assert "Not compared, for want of a finished run in these results (2): " in text
+        assert "a / oracle / no model / no variant, b / oracle / no model / no variant." in text
+        assert "Nothing was compared, so whether anything regressed is not known." in text
+        assert "No regression" not in text
+    capsys.readouterr()
+    assert main(["check", str(project.root)]) == 1
+    out = capsys.readouterr().out
+    assert "Every run passed; none of the baseline's groups was compared." in out
+    assert "nothing regressed" not in out
+
+    assert project.doit("run", "scenario=a").code == 0
+    assert project.json("report.json")["baseline_compared"]["compared"] == 1
+    for text in said():
+        assert (
+            "Compared 1 of 2 baseline groups. Not compared, for want of a finished run in " in text
+        )
+        assert "these results (1): b / oracle / no model / no variant." in text
+        assert "No regression beyond noise in the groups compared." in text
+
+    assert project.doit("run").code == 0
+    assert project.json("report.json")["baseline_compared"] == {
+        "compared": 2,
+        "groups": 2,
+        "missing": [],
+    }
+    for text in said():
+        assert "Compared 2 of 2 baseline groups." in text and "Not compared" not in text
+        assert "No regression beyond noise." in text

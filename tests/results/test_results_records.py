@@ -4,6 +4,7 @@ between the two, tore a line in half, or deleted or rewrote one of them."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -117,3 +118,40 @@ SCENARIO = (
     "task: {{prompt: Say hello.}}\nsolution: ['echo hello > out.txt']\n"
     "evaluation:\n  gates:\n    - {{type: file_contains, path: out.txt, substring: {substring}}}\n"
 )
+
+
+def test_an_evaluation_that_returns_to_an_earlier_result_is_a_new_record(
+    project: Project,
+) -> None:
+    """A gate edited and edited back evaluates the same attempt with the same keys as the first
+    time: that is the run's current result all the same, so results.db's `latest` and the
+    history must show it (they showed the edit's fail while result.json said pass)."""
+    project.write("llmtt.toml", "")
+    for label, substring in (("v1", "hello"), ("v2", "bye"), ("v3", "hello")):
+        project.write("scenarios/s.yaml", SCENARIO.format(substring=substring))
+        ran = project.doit("run", env={"LLMTT_LABEL": label})
+        assert "s/oracle/r1:evaluate" in ran.executed(), ran.out + ran.err
+    path = project.results() / "results.jsonl"
+    records = _lines(path)
+    assert [r["outcome"] for r in records] == ["pass", "fail", "pass"]
+    assert records[0]["evaluation_id"] == records[2]["evaluation_id"]
+    assert _rows(path) == records
+    current = project.json("s/oracle/r1/result.json")
+    assert current["outcome"] == "pass" and project.json("report.json")["runs"][0] == {
+        **current,
+        "expect": "pass",
+        "verdict": "pass",
+    }
+    assert _rows(path, "latest") == [current]
+    html = (project.results() / "report.html").read_text()
+    history = html.split("<h2>History</h2>", 1)[1].split("<h2>", 1)[0]
+    assert re.findall(r"<tr><td>(v\d)</td><td>1</td><td>(\d)</td>", history) == [
+        ("v1", "1"),
+        ("v2", "0"),
+        ("v3", "1"),
+    ]
+    # Evaluated again with nothing changed (as after a kill): still no second line for it.
+    assert project.doit("forget", "s/oracle/r1:evaluate").code == 0
+    again = project.doit("run", env={"LLMTT_LABEL": "v4"})
+    assert again.executed()[:1] == ["s/oracle/r1:evaluate"], again.out
+    assert _lines(path) == records and _rows(path) == records

@@ -60,7 +60,9 @@ def test_each_invocation_is_a_point_and_the_baseline_is_marked(
     html = (project.results() / "report.html").read_text()
     assert overall(html) == [("v1", "4", "4", "1", "0"), ("v2", "2", "0", "0", "0")]
     section = history(project)
-    assert 'class="baseline"' in section and "baseline 100%" in section
+    assert (
+        'class="baseline"' in section and "oracle / no model / no variant (baseline 1)" in section
+    )
     rows = dict(re.findall(r"<tr><td>([^<]*)</td>(.*?)</tr>", section.split('class="history"')[1]))
     assert "b / oracle / no model / no variant" in rows
     b = rows["b / oracle / no model / no variant"]
@@ -111,3 +113,72 @@ def test_records_without_an_invocation_fall_back_to_their_day(project: Project) 
     data = trend(project.results() / "results.db", None)
     assert data["points"] == ["2026-01-02", "now"]
     assert [(p["runs"], p["passed"]) for p in data["overall"]] == [(1, 0), (1, 1)]
+
+
+def test_a_line_per_agent_model_variant_so_a_change_of_selection_is_no_dip(
+    project: Project,
+) -> None:
+    """Invocations that select other agents are not one line: the project's pass rate would
+    go 0.5 -> 1 -> 0 though no agent did better or worse. Each agent / model / variant is its
+    own line, with its own baseline, named in the legend."""
+    from llmtt.results.trends import history as trend
+    from llmtt.util.atomic import read_json
+
+    idle = '\n[agents.idle]\ncommand = ["true"]\nfree = true\n'  # does nothing: the gate fails
+    project.write("llmtt.toml", GIT_TOML + idle + '\n[matrix]\nagents = ["oracle", "idle"]\n')
+    project.write("scenarios/a.yaml", SCENARIO.format(name="a", path=".git/HEAD"))
+    project.write("scenarios/b.yaml", SCENARIO.format(name="b", path=".git/HEAD"))
+    assert project.doit("run", env={"LLMTT_LABEL": "v1"}).code == 0
+    bless = subprocess.run(
+        [str(BIN / "llmtt"), "bless"], cwd=project.root, capture_output=True, text=True
+    )
+    assert bless.returncode == 0, bless.stderr
+    for label, agent in (("v2", "oracle"), ("v3", "idle")):
+        ran = project.doit("run", f"agent={agent}", "repeats=2", env={"LLMTT_LABEL": label})
+        assert ran.code == 0, ran.out + ran.err
+    html = (project.results() / "report.html").read_text()
+    assert [(p[0], p[3]) for p in overall(html)] == [("v1", "0.5"), ("v2", "1"), ("v3", "0")]
+
+    baseline = read_json(project.root / "llmtt-baseline.json")
+    data = trend(project.results() / "results.db", baseline)
+    lines = {(line["agent"], line["baseline"]): line["points"] for line in data["lines"]}
+    assert {k: [(p["point"], p["runs"], p["passed"]) for p in v] for k, v in lines.items()} == {
+        ("idle", 0.0): [("v1", 2, 0), ("v3", 2, 0)],
+        ("oracle", 1.0): [("v1", 2, 2), ("v2", 2, 2)],
+    }
+    assert data["more_lines"] == 0
+    chart = history(project).split("<svg", 1)[1].split("</svg>", 1)[0]
+    assert chart.count("<polyline") == 2 and chart.count('class="baseline"') == 2
+    assert "idle / no model / no variant (baseline 0)" in chart
+    assert "oracle / no model / no variant (baseline 1)" in chart
+    assert ">pass rate</text>" in chart and ">invocation of doit run (oldest to newest)<" in chart
+    assert "idle / no model / no variant at v3: 0/2 passed (2 scenarios" in chart
+
+
+def test_at_most_eight_lines_are_drawn_the_most_recently_evaluated(tmp_path: Path) -> None:
+    import json
+
+    from llmtt.results.store import sync_results_db
+    from llmtt.results.trends import LINES
+    from llmtt.results.trends import history as trend
+
+    jsonl = tmp_path / "results.jsonl"
+    records = [
+        {
+            "run_id": f"s/agent{n}/r1",
+            "scenario": "s",
+            "agent": f"agent{n}",
+            "outcome": "pass",
+            "invocation": f"v{n // 4}",
+            "timestamp": "2026-01-02T03:04:05+00:00",
+        }
+        for n in range(LINES + 2)
+    ]
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in records))
+    sync_results_db(jsonl)
+    baseline = {"groups": {"s/agent9/-/-": {"runs": 2, "pass_rate": 0.5}}}
+    data = trend(tmp_path / "results.db", baseline)
+    assert [line["agent"] for line in data["lines"]] == [f"agent{n}" for n in range(2, 10)]
+    assert data["more_lines"] == 2 and data["points"] == ["v0", "v1", "v2"]
+    assert [line["baseline"] for line in data["lines"]][-1] == 0.5
+    assert {line["baseline"] for line in data["lines"][:-1]} == {None}

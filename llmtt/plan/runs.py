@@ -13,6 +13,7 @@ from llmtt import __version__, registry
 from llmtt.agents.registry import make_agent
 from llmtt.errors import ConfigError, LlmttError
 from llmtt.plan.keys import JUDGE_VERSION
+from llmtt.plan.sources import project_sources
 from llmtt.plan.versions import Versions
 from llmtt.spec.config import (
     CONTROL_VARIANT,
@@ -105,6 +106,7 @@ def build_plan(project: Project, selection: Selection, *, part: bool = False) ->
     fixtures: dict[Path, str] = {}  # each fixture hashed once per plan, not once per run
     runs: list[Run] = []
     template = _template_key(project, "evaluation.md.j2")
+    code = _evaluator_code(project)
     if not part:
         _check_selection(project, selection)
     for scenario in project.scenarios:
@@ -116,7 +118,7 @@ def build_plan(project: Project, selection: Selection, *, part: bool = False) ->
         if fixture is not None and fixture not in fixtures:
             fixtures[fixture] = hash_tree(fixture)
         fixture_key = fixtures[fixture] if fixture is not None else "none"
-        keys = _scenario_keys(project, scenario, target, version, fixture_key)
+        keys = _scenario_keys(project, scenario, target, version, fixture_key, code)
         for axes in _axes(project, scenario, selection):
             agent, _, variant, _ = axes
             if agent not in agents:
@@ -319,7 +321,12 @@ def _scripted_judge(project: Project, scenario: LoadedScenario) -> None:
 
 
 def _scenario_keys(
-    project: Project, scenario: LoadedScenario, target: TargetSpec, version: str, fixture: str
+    project: Project,
+    scenario: LoadedScenario,
+    target: TargetSpec,
+    version: str,
+    fixture: str,
+    code: dict[str, str],
 ) -> _ScenarioKeys:
     spec = scenario.spec
     config = project.config
@@ -337,7 +344,7 @@ def _scenario_keys(
         solution=hash_value(spec.solution),
         evaluate={
             "gates": hash_value([_gate_key(g) for g in spec.evaluation.gates]),
-            **_evaluators_key(project, scenario),
+            **_evaluators_key(project, scenario, code),
             **_scripts_key(scenario, target),
             "pattern": hash_value([target.effective_pattern(), target.env]),
             "composite": hash_value(composite.model_dump() if composite else None),
@@ -356,9 +363,13 @@ def _gate_key(gate: Gate) -> dict[str, Any]:
     return gate.model_dump(exclude={"weight"} if gate.weight == 1.0 else None)
 
 
-def _evaluators_key(project: Project, scenario: LoadedScenario) -> dict[str, str]:
-    """The evaluators' part of the evaluate key: editing one re-evaluates, never re-runs. A
-    scenario without evaluators has none (its key stays what it was before they existed)."""
+def _evaluators_key(
+    project: Project, scenario: LoadedScenario, code: dict[str, str]
+) -> dict[str, str]:
+    """The evaluators' part of the evaluate key: editing one, or the code of a project's own
+    one (`code`), re-evaluates, never re-runs. A scenario without evaluators has none, and one
+    whose evaluators have no code in the project has no `evaluator_code` (its key stays what it
+    was before they, or their code, were keyed)."""
     evaluation = scenario.spec.evaluation
     if not evaluation.evaluators:
         return {}
@@ -366,7 +377,23 @@ def _evaluators_key(project: Project, scenario: LoadedScenario) -> dict[str, str
     types = {e.type for e in evaluation.evaluators}
     own = {t: v for t, v in project.config.evaluators.items() if t in types}
     truth = evaluation.model_dump(mode="json", include={"ground_truth"})
-    return {"evaluators": hash_value([specs, truth, own, _default_model_used(project, scenario)])}
+    out = {"evaluators": hash_value([specs, truth, own, _default_model_used(project, scenario)])}
+    sources = {t: code[t] for t in sorted(own) if t in code}
+    if sources:
+        out["evaluator_code"] = hash_value(sources)
+    return out
+
+
+def _evaluator_code(project: Project) -> dict[str, str]:
+    """Type -> a hash of the project files (`llmtt.plan.sources`) of each evaluator llmtt.toml
+    names whose module is in the project folder (hashing notes them as inputs of the plan)."""
+    out: dict[str, str] = {}
+    for type_id, target in project.config.evaluators.items():
+        files = project_sources(project.root, target.partition(":")[0])
+        if files:
+            rel = {path.relative_to(project.root).as_posix(): hash_file(path) for path in files}
+            out[type_id] = hash_value(rel)
+    return out
 
 
 def _scripts_key(scenario: LoadedScenario, target: TargetSpec) -> dict[str, str]:

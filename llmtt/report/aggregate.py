@@ -15,6 +15,7 @@ from typing import Any
 from llmtt.errors import LlmttError
 from llmtt.evaluation.outcome import as_expected, verdict
 from llmtt.plan.runs import Plan, Run
+from llmtt.redaction import Redactor
 from llmtt.report.charts import history_chart
 from llmtt.report.junit import junit
 from llmtt.report.render import (
@@ -24,7 +25,6 @@ from llmtt.report.render import (
     compiled_dir,
     exit_label,
     num,
-    paired_calls,
     render,
 )
 from llmtt.results.baseline import compared, regressions
@@ -84,7 +84,7 @@ def aggregate(plan: Plan, looks: int = 1) -> dict[str, Any]:
         project.results_dir,
         plan.runs,
         redact,
-        _row_and_panel,
+        lambda run: _row_and_panel(run, redact),
         lambda row, details: str(panel.render(r=row, d=details)),
         _template_id(project, "report-run.html.j2"),
     )
@@ -270,16 +270,18 @@ PANEL_METRICS = (
 )
 
 
-def _row_and_panel(run: Run) -> tuple[dict[str, Any], dict[str, Any]]:
+def _row_and_panel(run: Run, redact: Redactor) -> tuple[dict[str, Any], dict[str, Any]]:
     """A run's row (its result.json, or what is known of a run not evaluated, read against its
-    scenario's `expect`) and its panel; neither redacted yet."""
-    return _expectation(run, _row(run)), _details(run)
+    scenario's `expect`) and its panel; neither redacted yet (but for what is cut of a failed
+    call's output, which `redact` masks before it is cut)."""
+    return _expectation(run, _row(run)), _details(run, redact)
 
 
-def _details(run: Run) -> dict[str, Any]:
-    """A run's panel: interaction metrics, gate results, failed tool calls, the event timeline
-    (failed calls marked), the transcript's end."""
-
+def _details(run: Run, redact: Redactor) -> dict[str, Any]:
+    """A run's panel: interaction metrics, gate results, failed tool calls with what they said
+    (those of the target first), the event timeline (failed calls marked), the transcript's
+    end."""
+    from llmtt.report.calls import failed_calls
     from llmtt.util.text import strip_ansi
 
     out: dict[str, Any] = {}
@@ -297,9 +299,7 @@ def _details(run: Run) -> dict[str, Any]:
     if events.exists():
         listed = read_jsonl(events)
         out["timeline"] = _timeline(listed[:400])
-        out["failed_calls"] = [
-            call for call in paired_calls(listed) if call["exit_code"] not in (0, None)
-        ]
+        out["failed_calls"] = failed_calls(listed, run.target, redact)
     transcript = run.dir / "transcript.raw.txt"
     if transcript.exists():
         with open(transcript, "rb") as handle:  # its end only: a transcript may be 100 MB

@@ -232,12 +232,15 @@ def _open(path: Path, redact: Redactor, template: str) -> _Cache | None:
 def code_id() -> str:
     """What tells this llmtt's rows, panels and redaction from another's: its version and the
     size and mtime of the modules that make them (every module of report/, found by its path:
-    the renderers import this module, not the other way) and of the redaction."""
+    the renderers import this module, not the other way; those of evaluation/shell/, which tell
+    a panel's target commands) and of the redaction."""
     from llmtt import __version__, redaction
+    from llmtt.evaluation import shell
 
     parts = [__version__]
     here = sorted(Path(__file__).parent.glob("*.py"))
-    for path in (*here, Path(str(redaction.__file__))):
+    commands = sorted(Path(str(shell.__file__)).parent.glob("*.py"))
+    for path in (*here, *commands, Path(str(redaction.__file__))):
         stat = os.stat(path)
         parts.append(f"{stat.st_size}:{stat.st_mtime_ns}")
     return " ".join(parts)

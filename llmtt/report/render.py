@@ -167,16 +167,19 @@ def render_evaluation(project: Project, run: Run) -> tuple[str, str]:
 
 
 def paired_calls(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each tool call's command with its result's exit code (null: no result, or unknown)."""
+    """Each tool call's command with its result's exit code (null: no result, or unknown) and
+    output ("" without a result)."""
     calls: dict[str, dict[str, Any]] = {}
     order: list[dict[str, Any]] = []
     for event in events:
         if event["event"] == "tool_call":
-            entry = {"command": event["command"], "exit_code": None}
+            entry = {"command": event["command"], "exit_code": None, "output": ""}
             calls[str(event.get("id"))] = entry
             order.append(entry)
         elif event["event"] == "tool_result" and str(event.get("id")) in calls:
-            calls[str(event.get("id"))]["exit_code"] = event.get("exit_code")
+            call = calls[str(event.get("id"))]
+            call["exit_code"] = event.get("exit_code")
+            call["output"] = event.get("output") or ""
     return order
 
 

@@ -2,11 +2,15 @@
 llmtt.toml's [evaluators], one that raises gives error results while the others still run, the
 overall score normalises and weights as AgentDock does, an `evaluator` gate decides the outcome,
 results reach metrics.json, evaluation.md and evaluations.jsonl, editing an evaluator's config
-re-evaluates without re-running the agent, and mistakes are located load errors."""
+re-evaluates without re-running the agent (so does editing its code, or a project module it
+imports), and mistakes are located load errors."""
 
 from __future__ import annotations
 
 import json
+import os
+import time
+from pathlib import Path
 
 import pytest
 from conftest import GIT_TOML, Project
@@ -279,3 +283,72 @@ def test_an_evaluator_installed_through_entry_points_runs(project: Project) -> N
         "metadata": {"words": words},
     }
     assert evaluated["overall_score"] == 1.0
+
+
+OWN_EVALUATOR = """\
+from llmtt.evaluation.evaluators.base import EvaluationResult, Evaluator
+from kit.scoring import verdict
+
+
+class Own(Evaluator):
+    type = "own"
+
+    def evaluate(self, input, criteria):
+        return [EvaluationResult(c.name, True, self.type, reasoning=verdict()) for c in criteria]
+"""
+
+OWN_SCENARIO = """\
+task: {prompt: Make a git repository.}
+solution: [git init -q .]
+evaluation:
+  evaluators:
+    - type: own
+      criteria: [{name: mine, scale: binary}]
+"""
+
+
+def _age(root: Path) -> None:
+    """Age every file of the project, so that doit caches the plan it builds (a plan read from
+    files changed just now is not cached)."""
+    past = time.time() - 60
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, (past, past))
+
+
+def test_editing_a_project_evaluators_code_re_evaluates_only_its_runs(project: Project) -> None:
+    project.write("llmtt.toml", GIT_TOML + '\n[evaluators]\nown = "own_evaluators:Own"\n')
+    project.write("own_evaluators.py", OWN_EVALUATOR)
+    project.write("kit/__init__.py", "")
+    project.write(
+        "kit/scoring.py", "from .words import WORD\n\n\ndef verdict():\n    return WORD\n"
+    )
+    project.write("kit/words.py", 'WORD = "first"\n')
+    project.write("unrelated.py", "X = 1\n")
+    project.write("scenarios/s.yaml", OWN_SCENARIO)
+    project.write("scenarios/t.yaml", "task: {prompt: Init.}\nsolution: [git init -q .]\n")
+    _age(project.root)
+    first = project.doit("run")
+    assert first.code == 0, first.out + first.err
+    [result] = project.json("s/oracle/r1/metrics.json")["evaluators"]["results"]
+    assert result["reasoning"] == "first"
+    runs = ("s/oracle/r1", "t/oracle/r1")
+    ran = {rid: (project.results() / rid / "run.json").read_bytes() for rid in runs}
+    assert project.doit("run").executed() == []  # from the plan cached by the first
+
+    # The module the evaluator's module imports through a relative import: its runs re-evaluate.
+    project.write("kit/words.py", 'WORD = "second"\n')
+    second = project.doit("run")
+    assert second.code == 0, second.out + second.err
+    assert "s/oracle/r1:evaluate" in second.executed(), second.out
+    assert not any(task.startswith("t/") for task in second.executed()), second.out
+    assert not any(task.endswith(":agent") for task in second.executed()), second.out
+    [result] = project.json("s/oracle/r1/metrics.json")["evaluators"]["results"]
+    assert result["reasoning"] == "second"
+    for rid, before in ran.items():
+        assert (project.results() / rid / "run.json").read_bytes() == before
+    lines = (project.results() / "evaluations.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+
+    # A project file the evaluator does not import changes nothing.
+    project.write("unrelated.py", "X = 2\n")
+    assert project.doit("run").executed() == []

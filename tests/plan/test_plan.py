@@ -175,3 +175,43 @@ def test_settings_only_the_evaluation_reads_move_the_evaluate_key_not_the_agents
     assert before.eval_key["agent_settings"] != after.eval_key["agent_settings"]
     demo.write("llmtt.toml", GIT_TOML + table.replace("-x", "-y"))
     assert plan(demo).runs[0].agent_key["agent"] != before.agent_key["agent"]
+
+
+OWN_EVALUATOR = """\
+from llmtt.evaluation.evaluators.base import EvaluationResult, Evaluator
+from plan_helper import WORD
+
+
+class Own(Evaluator):
+    type = "own"
+
+    def evaluate(self, input, criteria):
+        return [EvaluationResult(c.name, True, self.type, reasoning=WORD) for c in criteria]
+"""
+
+
+def test_a_project_evaluators_code_moves_the_evaluate_key_of_its_runs_only(
+    demo: Project,
+) -> None:
+    demo.write("llmtt.toml", GIT_TOML + '\n[evaluators]\nown = "plan_own_evaluators:Own"\n')
+    demo.write("plan_own_evaluators.py", OWN_EVALUATOR)
+    demo.write("plan_helper.py", 'WORD = "one"\n')
+    demo.write("unrelated.py", "")
+    scored = SCENARIO.replace("name: demo", "name: scored") + (
+        "  evaluators:\n    - type: own\n      criteria: [{name: mine, scale: binary}]\n"
+    )
+    demo.write("scenarios/scored.yaml", scored)
+    before = {r.run_id: r for r in plan(demo).runs}
+    assert "evaluator_code" in before["scored/oracle/r1"].eval_key
+    assert "evaluator_code" not in before["demo/oracle/r1"].eval_key
+    demo.write("unrelated.py", "X = 1\n")
+    assert {r.run_id: r.eval_key for r in plan(demo).runs} == {
+        rid: r.eval_key for rid, r in before.items()
+    }
+    demo.write("plan_helper.py", 'WORD = "two"\n')
+    after = {r.run_id: r for r in plan(demo).runs}
+    for rid, run in after.items():
+        assert run.agent_key == before[rid].agent_key
+    assert after["demo/oracle/r1"].eval_key == before["demo/oracle/r1"].eval_key
+    old, new = before["scored/oracle/r1"].eval_key, after["scored/oracle/r1"].eval_key
+    assert {k for k in old if old[k] != new[k]} == {"evaluator_code"}

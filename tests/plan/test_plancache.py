@@ -27,8 +27,24 @@ files = { "AGENTS.md" = "guides/v1.md" }
 
 [matrix]
 variants = ["none", "v1"]
+
+[evaluators]
+own = "plancache_evaluators:Own"
 """
 )
+
+# The project's own evaluator, and a project module it imports: their code is an input.
+EVALUATORS = """\
+from llmtt.evaluation.evaluators.base import EvaluationResult, Evaluator
+from plancache_helper import WORD
+
+
+class Own(Evaluator):
+    type = "own"
+
+    def evaluate(self, input, criteria):
+        return [EvaluationResult(c.name, True, self.type, reasoning=WORD) for c in criteria]
+"""
 
 SCENARIO = """\
 name: demo
@@ -48,6 +64,9 @@ evaluation:
   gates:
     - {type: file_exists, path: .git/HEAD}
   judge: {enabled: true, rubric: rubrics/r.yaml}
+  evaluators:
+    - type: own
+      criteria: [{name: mine, scale: binary}]
 """
 
 RUBRIC = """\
@@ -79,6 +98,8 @@ def demo(project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
     project.write("scenarios/judged.yaml", JUDGED)
     project.write("rubrics/r.yaml", RUBRIC)
     project.write("guides/v1.md", "use git\n")
+    project.write("plancache_evaluators.py", EVALUATORS)
+    project.write("plancache_helper.py", 'WORD = "one"\n')
     bin_dir = tmp_path / "bin"  # where a test may put another `git` in front of the real one
     bin_dir.mkdir()
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
@@ -151,6 +172,9 @@ MUTATIONS: dict[str, Callable[[Path], None]] = {
         RUBRIC.replace("Does it.", "Does it well.")
     ),
     "another git on PATH": _git_in_front,
+    "module the project's evaluator imports, same size and mtime": lambda r: _same_size_edit(
+        r / "plancache_helper.py", "one", "two"
+    ),
 }
 
 
@@ -283,6 +307,7 @@ mine = [
     if p.startswith(root + os.sep)
     and "/llm-tool-test-results/" not in p  # llmtt's own caches
     and "__editable__" not in p  # the import system looking for modules
+    and "__pycache__" not in p  # its compiled copies of the project's own (noted) modules
 ]
 print(json.dumps({"opened": mine, "unnoted": sorted(set(mine) - set(noted.files) - set(noted.links))}))
 """

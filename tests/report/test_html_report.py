@@ -1,6 +1,6 @@
 """report.html opened in real headless Chromium: it renders its tables and charts, its script
 runs without error, each run's panel shows its interaction metrics and marks its failed tool
-calls, the page fits an 800 px window, and screenshots are saved (tests/output/report.png,
+calls (with what they said), the page fits an 800 px window, and screenshots are saved (tests/output/report.png,
 report-800.png) for a person to look at."""
 
 from __future__ import annotations
@@ -80,7 +80,11 @@ def test_report_html_renders_tables_charts_and_script(project: Project, tmp_path
     assert '<li class="failed">  -&gt; exit 1</li>' in dom.stdout
     assert '<li class="call">$ git init -q .</li>' in dom.stdout
     assert "1 failed tool call</b>" in dom.stdout
-    assert '<ul class="failed-calls"><li>$ git comit <span>→ exit 1</span></li></ul>' in dom.stdout
+    assert (
+        '<ul class="failed-calls"><li><b class="target" title="the line runs the target, the tool '
+        "under test\">target</b> $ git comit <span>→ exit 1</span><pre>git: 'comit' is not a git "
+        "command. See 'git --help'."
+    ) in dom.stdout
     assert ">-<" not in dom.stdout  # no "-" placeholder in any cell
     errors = [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
     assert errors == [], errors

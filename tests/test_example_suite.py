@@ -78,8 +78,11 @@ def test_example_with_repeats_and_two_variants_reads_at_a_glance(tmp_path: Path)
     report = project.json("report.json")
     scenarios = len(list((ROOT / "scenarios").glob("*.yaml")))
     assert len(report["runs"]) == scenarios * 3 * 2
-    (comparison,) = report["comparisons"]
-    assert (comparison["a"], comparison["b"], comparison["pairs"]) == ("v1", "v2", scenarios * 3)
+    (treatment,) = report["comparison"]["treatments"]
+    assert (treatment["baseline"], treatment["treatment"]) == ("v1", "v2")
+    assert treatment["pairs"] == sum(u["pairs"] for u in report["comparison"]["units"])
+    assert treatment["pairs"] == scenarios * 3  # a pair per scenario and repeat, failed or not
     assert report["repeats"] and all(r["pass_at_k"]["3"] is not None for r in report["repeats"])
     html = (project.results() / "report.html").read_text()
-    assert "variant v1 (A) vs v2 (B)" in html and "pass@k" in html and 'class="bar"' in html
+    assert "Baseline: <b>v1</b> ([compare] baseline)." in html
+    assert "pass@k" in html and 'class="bar"' in html

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from llmtt.errors import LlmttError
+
+if TYPE_CHECKING:
+    from llmtt.plan.runs import Plan
 
 
 def _report_path(root: Path) -> tuple[Path, Path]:
@@ -86,15 +91,21 @@ def estimate(args: argparse.Namespace) -> int:
     from llmtt.util.atomic import read_json, read_jsonl
 
     project = load_project(args.project)
-    selection = Selection(
+    repeats = Selection.from_variables({"repeats": args.repeats} if args.repeats else {})
+    selection = dataclasses.replace(
+        repeats,
         scenarios=tuple(args.scenario),
         tags=tuple(args.tag),
         agents=tuple(args.agent),
         models=tuple(args.model),
         variants=tuple(args.variant),
-        repeats=args.repeats,
     )
-    plan = build_plan(project, selection)
+    every = build_plan(project, selection)  # under repeats=auto: every repeat it may take
+    if selection.adaptive:
+        from llmtt.taskgraph.session import adaptive_round
+
+        selection = adaptive_round(project.root, selection)[0]
+    plan = build_plan(project, selection)  # under repeats=auto: the round under way
     history = read_jsonl(project.results_dir / "results.jsonl")
     pending = []
     for run in plan.runs:
@@ -113,4 +124,62 @@ def estimate(args: argparse.Namespace) -> int:
         f"{len(pending)} pending of {len(plan.runs)} runs; expected total ${sum(known):.4f}"
         + (f" (+ {unknown} runs of unknown cost: no price for their model)" if unknown else "")
     )
+    _decisions(every, history, args.assume)
     return 0
+
+
+def _decisions(plan: Plan, history: list[dict[str, Any]], assume: str | None) -> None:
+    """What a verdict on each comparison is likely to take, in pairs and dollars."""
+    from llmtt.execution.budget import expected_cost
+    from llmtt.results.adaptive import decision_estimates, looks_of
+
+    rates = None
+    if assume:
+        try:
+            a, b = (float(v) for v in assume.split(","))
+        except ValueError:
+            raise LlmttError(
+                f"--assume {assume}: expected two pass rates, baseline then treatment "
+                "(e.g. --assume 0.5,0.7)"
+            ) from None
+        if not (0 <= a <= 1 and 0 <= b <= 1) or a == b:
+            raise LlmttError(f"--assume {assume}: two different pass rates between 0 and 1")
+        rates = (a, b)
+    spec = plan.project.config.compare
+    looks = looks_of(spec) if plan.selection.adaptive else 1
+    found = decision_estimates(plan, looks, rates)
+    if not found:
+        return
+    cost: dict[tuple[str, str, str | None, str], float | None] = {}
+    for run in plan.runs:
+        key = (run.scenario.name, run.agent, run.model, run.variant or "none")
+        if key not in cost:
+            cost[key] = expected_cost(run, history, plan.project.config.models)
+    print(
+        f"\nto decide each comparison at its min_effect (80% chance; {looks} look"
+        f"{'s' if looks != 1 else ''}; pairs in all, of which done):"
+    )
+    for e in found:
+        where = " / ".join(p for p in (e["scenario"], e["agent"], e["model"]) if p)
+        head = f"  {where}: {e['treatment']} vs {e['baseline']}"
+        if e["verdict"] not in (None, "cant_tell"):
+            print(f"{head}: decided ({e['verdict']}) at {e['done']} pairs")
+            continue
+        if e["pairs"] is None:
+            print(f"{head}: no finished pair yet; pass --assume A,B (expected pass rates)")
+            continue
+        more = max(0, e["pairs"] - e["done"])
+        sides = [
+            cost.get((e["scenario"], e["agent"], e["model"], v))
+            for v in (e["baseline"], e["treatment"])
+        ]
+        dollars = (
+            "unknown cost"
+            if any(c is None for c in sides)
+            else f"about ${more * sum(c or 0.0 for c in sides):.4f}"
+        )
+        capped = f"; over max_repeats ({spec.max_repeats})" if e["pairs"] > spec.max_repeats else ""
+        print(
+            f"{head}: about {e['pairs']} pairs ({e['done']} done, {more} more: {dollars}; "
+            f"from the pass rates {e['from']}){capped}"
+        )

@@ -113,7 +113,12 @@ def _parser() -> argparse.ArgumentParser:
     project(estimate)
     for name in ("scenario", "tag", "agent", "model", "variant"):
         estimate.add_argument(f"--{name}", action="append", default=[], help="repeatable")
-    estimate.add_argument("--repeats", type=int)
+    estimate.add_argument("--repeats", help="a whole number, or auto (rounds until decided)")
+    estimate.add_argument(
+        "--assume",
+        metavar="A,B",
+        help="pass rates of the baseline and a treatment, for comparisons with no finished pair",
+    )
     project(command("bless", "record the current report as the baseline to commit", "llmtt bless"))
     check = command(
         "check",

@@ -160,7 +160,10 @@ def load(root: Path, selection: Selection) -> tuple[TaskPlan, Plan | None]:
 
 
 def cache_file(root: Path, selection: Selection) -> Path | None:
-    """Where the plan of this project and selection is cached (None: llmtt.toml unreadable)."""
+    """Where the plan of this project and selection is cached (None: llmtt.toml unreadable, or
+    repeats=auto, whose rounds follow the results)."""
+    if selection.adaptive:
+        return None
     try:
         raw = tomllib.loads((root / "llmtt.toml").read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):

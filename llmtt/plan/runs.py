@@ -148,6 +148,19 @@ def build_plan(project: Project, selection: Selection, *, part: bool = False) ->
         "html_run": _template_key(project, "report-run.html.j2"),
         "llmtt": __version__,
     }
+    # The comparison follows [compare] (and the scenarios' own), and repeats=auto pays for its
+    # looks: either re-writes the reports (and re-runs nothing). Absent at the defaults.
+    compare = {
+        "config": project.config.compare.model_dump(exclude_defaults=True),
+        "scenarios": {
+            s.name: s.spec.compare.model_dump(exclude_defaults=True)
+            for s in project.scenarios
+            if s.spec.compare is not None
+        },
+        "adaptive": selection.adaptive,
+    }
+    if any(compare.values()):
+        aggregate_key["compare"] = hash_value(compare)
     # The reports read each outcome against its scenario's `expect`: editing it re-writes them
     # (and re-runs nothing else). Absent while no scenario expects a failure: keys stay as were.
     expected = sorted(r.run_id for r in runs if r.scenario.spec.expect == "fail")
@@ -247,6 +260,9 @@ def _axes(
         and CONTROL_VARIANT not in variants
     ):
         variants = [*variants, CONTROL_VARIANT]  # the no-guidance control runs beside them
+    if selection.adaptive and len(set(variants)) >= 2:
+        # repeats=auto: the round under way, else every repeat the comparison may take
+        repeats = selection.repeats_of(scenario.name) or project.config.compare.max_repeats
     out: list[tuple[str, str | None, str | None, int]] = []
     for agent in agents:
         needs_model = make_agent(project.config, project.root, agent).needs_model

@@ -69,10 +69,11 @@ def report_data(
     }
 
 
-def aggregate(plan: Plan, looks: int = 1) -> dict[str, Any]:
+def aggregate(plan: Plan, adaptive: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write report.json, report.md, report.html and junit.xml over every run of the plan;
-    return their data (redacted, like every file it goes into). `looks`: the looks at the data
-    an adaptive session (`repeats=auto`) planned, which the comparison's intervals pay for."""
+    return their data (redacted, like every file it goes into). `adaptive`: under
+    repeats=auto, its design (the `looks` the comparison's intervals pay for) and where each
+    scenario stands."""
     from llmtt.report.cache import report_runs
 
     project = plan.project
@@ -93,7 +94,7 @@ def aggregate(plan: Plan, looks: int = 1) -> dict[str, Any]:
     run_panels = "".join(m.html for m in made)
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     data: dict[str, Any] = report_data(
-        rows, plan.selection.describe(), now, _comparison(plan, rows, looks)
+        rows, plan.selection.describe(), now, _comparison(plan, rows, adaptive)
     )
     baseline = project.root / project.config.paths.baseline
     blessed = read_json(baseline) if baseline.exists() else None
@@ -116,13 +117,17 @@ def aggregate(plan: Plan, looks: int = 1) -> dict[str, Any]:
     return data
 
 
-def _comparison(plan: Plan, rows: list[dict[str, Any]], looks: int) -> dict[str, Any] | None:
+def _comparison(
+    plan: Plan, rows: list[dict[str, Any]], adaptive: dict[str, Any] | None
+) -> dict[str, Any] | None:
     """The comparison with the baseline, each treatment with the diff of its guidance files
-    against the baseline's."""
+    against the baseline's, and under repeats=auto where each scenario stands."""
     found, notes = designs(plan)
+    looks = adaptive["looks"] if adaptive else 1
     comparison = compare_runs(rows, found, looks, notes)
     if comparison is None:
         return None
+    comparison["adaptive"] = adaptive
     variants = plan.project.config.variants
     for entry in comparison["treatments"]:
         if not entry["against_control"]:

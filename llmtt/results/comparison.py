@@ -65,6 +65,9 @@ class ScenarioDesign:
     treatments: tuple[str, ...]
     min_effect: float
     control: str | None = None  # the no-guidance control's variant name, when it runs
+    # The agents and models it runs with, as planned (empty: those the rows have); a planned
+    # unit with no finished pair is still one comparison of the family, said not compared.
+    axes: tuple[tuple[str, str | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -88,9 +91,11 @@ def designs(plan: Plan) -> tuple[dict[str, ScenarioDesign], list[Row]]:
     why. A scenario with one variant and no control is no comparison, and no note."""
     config = plan.project.config.compare
     variants: dict[str, dict[str, None]] = defaultdict(dict)
+    axes: dict[str, dict[tuple[str, str | None], None]] = defaultdict(dict)
     specs = {}
     for run in plan.runs:
         variants[run.scenario.name][run.variant or "none"] = None
+        axes[run.scenario.name][(run.agent, run.model)] = None
         specs[run.scenario.name] = run.scenario.spec
     out: dict[str, ScenarioDesign] = {}
     notes: list[Row] = []
@@ -123,6 +128,7 @@ def designs(plan: Plan) -> tuple[dict[str, ScenarioDesign], list[Row]]:
             treatments=tuple(v for v in labels if v != baseline),
             min_effect=effect if effect is not None else config.min_effect,
             control=control,
+            axes=tuple(axes[name]),
         )
     return out, notes
 
@@ -132,10 +138,12 @@ def compare_runs(
     designs: Mapping[str, ScenarioDesign],
     looks: int = 1,
     notes: Sequence[Row] = (),
+    family: int | None = None,
 ) -> Row | None:
     """The comparison section of report.json over `rows` (report rows: result records), or None
     when no scenario has a design (no variants). `looks`: how many times an adaptive session
-    planned to look at the data (1 for a fixed number of repeats)."""
+    planned to look at the data (1 for a fixed number of repeats). `family`: the comparisons
+    the intervals pay for, when `designs` is part of a larger family (default: its own)."""
     if not designs and not notes:
         return None
     finished = [r for r in rows if r.get("outcome") in ("pass", "fail")]
@@ -145,7 +153,8 @@ def compare_runs(
         by_side[key][int(row["repeat"])] = row
     units = list(_units(designs, by_side))
     treatments = sorted({(u.treatment, u.baseline, u.against_control) for u in units})
-    family = len(units) + len(treatments)
+    if family is None:
+        family = family_size(designs, by_side)
     level = interval_level(max(family, 1), looks)
     compared: list[Row] = []
     not_compared: list[Row] = list(notes)
@@ -198,6 +207,7 @@ def compare_runs(
         "treatments": pooled,
         "units": compared,
         "not_compared": not_compared,
+        "adaptive": None,  # repeats=auto: its design and each scenario's round (the reports')
     }
 
 
@@ -205,15 +215,30 @@ def _default_effect(designs: Mapping[str, ScenarioDesign]) -> float:
     return min(d.min_effect for d in designs.values())
 
 
+def planned_units(designs: Mapping[str, ScenarioDesign]) -> int:
+    """The units the designs plan (their axes as planned)."""
+    return sum(1 for _ in _units(designs, {}))
+
+
+def family_size(
+    designs: Mapping[str, ScenarioDesign],
+    by_side: Mapping[tuple[str, str, str | None, str], Any] | None = None,
+) -> int:
+    """The comparisons of a family: each unit, and each treatment's pooled row."""
+    units = list(_units(designs, by_side or {}))
+    return len(units) + len({(u.treatment, u.baseline, u.against_control) for u in units})
+
+
 def _units(
     designs: Mapping[str, ScenarioDesign],
     by_side: Mapping[tuple[str, str, str | None, str], Any],
 ) -> Iterable[_Unit]:
-    axes: dict[str, set[tuple[str, str | None]]] = defaultdict(set)
+    found: dict[str, set[tuple[str, str | None]]] = defaultdict(set)
     for scenario, agent, model, _ in by_side:
-        axes[scenario].add((agent, model))
+        found[scenario].add((agent, model))
     for scenario, design in sorted(designs.items()):
-        for agent, model in sorted(axes.get(scenario, ()), key=lambda a: (a[0], a[1] or "")):
+        axes = design.axes or sorted(found.get(scenario, ()), key=lambda a: (a[0], a[1] or ""))
+        for agent, model in axes:
             for treatment in design.treatments:
                 yield _Unit(scenario, agent, model, design.baseline, treatment, False)
             if design.control is not None:

@@ -33,6 +33,11 @@ class Selection:
     models: tuple[str, ...] = ()
     variants: tuple[str, ...] = ()
     repeats: int | None = None
+    # repeats=auto: the comparisons' repeats go in rounds ([compare] round_repeats, up to
+    # max_repeats) until each scenario's verdicts are decided; `rounds` holds, per scenario,
+    # the repeats of the round under way (set by the session from the results, never typed).
+    adaptive: bool = False
+    rounds: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def from_variables(cls, values: Mapping[str, str]) -> Selection:
@@ -49,14 +54,15 @@ class Selection:
             value = values.get(var)
             return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()
 
+        adaptive = values.get("repeats", "").strip() == "auto"
         try:
             tiers = tuple(int(t) for t in names("tier"))
-            repeats = int(values["repeats"]) if values.get("repeats") else None
+            repeats = int(values["repeats"]) if values.get("repeats") and not adaptive else None
             if repeats is not None and repeats < 1:
                 raise ValueError(repeats)
         except ValueError:
             raise LlmttError(
-                "tier= takes whole numbers and repeats= a whole number >= 1 "
+                "tier= takes whole numbers and repeats= a whole number >= 1 or auto "
                 "(e.g. tier=1,2 repeats=3)"
             ) from None
         return cls(
@@ -67,6 +73,7 @@ class Selection:
             models=names("model"),
             variants=names("variant"),
             repeats=repeats,
+            adaptive=adaptive,
         )
 
     def describe(self) -> str:
@@ -78,7 +85,14 @@ class Selection:
                 parts.append(f"{name[:-1]}={','.join(str(v) for v in values)}")
         if self.repeats is not None:
             parts.append(f"repeats={self.repeats}")
+        if self.adaptive:
+            parts.append("repeats=auto")
         return " ".join(parts)
+
+    def repeats_of(self, scenario: str) -> int | None:
+        """The repeats of this round of repeats=auto for a scenario that compares (None: the
+        round is not known yet, so all it may take)."""
+        return dict(self.rounds).get(scenario)
 
 
 def nearest(name: str, known: Iterable[str]) -> str:

@@ -266,7 +266,7 @@ def aggregate_action(session: Session) -> TaskFailed | None:
     plan = session.plan()[0]
     if TaskPlan.of(plan) != session.tasks:
         raise session.stale("the runs or the aggregate key changed")
-    data = aggregate(plan)
+    data = aggregate(plan, _adaptive(session))
     summary = data["summary"]
     results = os.path.relpath(plan.project.results_dir / "report.md")
     print(
@@ -280,6 +280,30 @@ def aggregate_action(session: Session) -> TaskFailed | None:
             f"{len(errored)} run(s) could not be carried out (they stay pending):\n{lines}"
         )
     return None
+
+
+def _adaptive(session: Session) -> dict[str, Any] | None:
+    """repeats=auto: the design and where each scenario's comparison stands, for the reports."""
+    if not session.selection.adaptive:
+        return None
+    from llmtt.results.adaptive import looks_of
+    from llmtt.taskgraph.session import adaptive_round
+
+    plan = session.plan()[0]
+    spec = plan.project.config.compare
+    _, rounds = adaptive_round(session.root, session.selection)  # with this round's runs done
+    runs: dict[str, int] = {}
+    for run in plan.runs:
+        runs[run.scenario.name] = runs.get(run.scenario.name, 0) + 1
+    return {
+        "looks": looks_of(spec),
+        "round_repeats": spec.round_repeats,
+        "max_repeats": spec.max_repeats,
+        "scenarios": {
+            name: {"repeats": r.repeats, "status": r.status, "runs": runs.get(name, 0)}
+            for name, r in sorted(rounds.items())
+        },
+    }
 
 
 def _paid_model(model: str | None) -> bool:

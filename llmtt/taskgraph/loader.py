@@ -23,6 +23,7 @@ doit.cfg; the `doit.LOADER` entry point `llmtt` names this class), or from an un
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -52,6 +53,8 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
         self.session: Session | None = None
         self.lock_fd: int | None = None  # the project's lock, held while the process lives
         self.namespace: dict[str, Any] = {}  # the dodo file's module (set by setup)
+        self.quiet = False  # doit's verbosity asks llmtt's progress lines to be quiet
+        self.reporter: Any = None  # llmtt's progress reporter class of this invocation
 
     @classmethod
     def adopt(cls, loader: Any, options: Mapping[str, Any]) -> LlmttLoader:
@@ -87,9 +90,9 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
             fail(exc)
         self.session = session
         verbosity = self.given.get("verbosity")
-        config = session.doit_config(
-            quiet=quiet(own.get("verbosity") if verbosity is None else verbosity)
-        )
+        self.quiet = quiet(own.get("verbosity") if verbosity is None else verbosity)
+        config = session.doit_config(quiet=self.quiet)
+        self.reporter = config["reporter"]
         return {**config, **own}
 
     def load_tasks(self, cmd: Any, pos_args: list[str]) -> list[Task]:
@@ -108,6 +111,11 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
         except LlmttError as exc:
             fail(exc)
 
+        if command == "run" and session.selection.adaptive:
+            self._in_rounds(cmd, pos_args)
+        return self._tasks(cmd, pos_args, session)
+
+    def _tasks(self, cmd: Any, pos_args: list[str], session: Session) -> list[Task]:
         def task_llmtt() -> Iterator[Task | dict[str, Any]]:
             """Every run's layers and the aggregate."""
             return make_tasks(session)
@@ -116,6 +124,63 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
         self.namespace = {**self.namespace, "task_llmtt": task_llmtt}
         tasks: list[Task] = super().load_tasks(cmd, pos_args)
         return tasks
+
+    def _in_rounds(self, cmd: Any, pos_args: list[str]) -> None:
+        """repeats=auto: doit's run of the tasks, again for each next round
+        (`llmtt.results.adaptive`) while a round's runs all went through doit without a task
+        failing; each round with the tasks (and workers, and a dependency file opened again)
+        of its own plan, and the reports written at its end."""
+        from doit.dependency import Dependency
+        from doit.globals import Globals
+
+        execute = cmd._execute
+        first = list(cmd.sel_tasks or []) if not cmd.sel_default_tasks else None
+
+        @functools.wraps(execute)  # doit passes its options by the names _execute takes
+        def rounds(**params: Any) -> int:
+            while True:
+                code = int(execute(**params) or 0)
+                session = self.session
+                assert session is not None
+                try:
+                    following = session.next_round() if code == 0 else None
+                except LlmttError as exc:
+                    fail(exc)
+                if following is None:
+                    sys.stdout.write(console(f"llmtt: repeats=auto: {_rounds(session)}\n"))
+                    return code
+                sys.stdout.write(
+                    console(f"llmtt: repeats=auto: next round: {_rounds(following)}\n")
+                )
+                self.session = following
+                cmd.task_list = self._tasks(cmd, pos_args, following)
+                config = following.doit_config(quiet=self.quiet)
+                if first is None:
+                    cmd.sel_tasks = config["default_tasks"]
+                if params.get("reporter") is self.reporter:
+                    params["reporter"] = self.reporter = config["reporter"]
+                done = cmd.dep_manager  # closed by doit at the end of the round
+                cmd.dep_manager = Dependency(
+                    done.db_class,
+                    done.name,
+                    checker_cls=type(done.checker),
+                    codec_cls=type(done.backend.codec),
+                )
+                Globals.dep_manager = cmd.dep_manager
+
+        cmd._execute = rounds
+
+
+def _rounds(session: Session) -> str:
+    """Where each comparing scenario stands, in one line."""
+    said = {
+        "running": "this round under way",
+        "decided": "decided",
+        "bound": "stopped at max_repeats, undecided",
+    }
+    rounds = sorted(session.rounds.items())
+    parts = [f"{name} {r.repeats} repeats ({said[r.status]})" for name, r in rounds]
+    return "; ".join(parts) or "no scenario compares variants"
 
 
 def fail(exc: LlmttError) -> NoReturn:

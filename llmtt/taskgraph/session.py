@@ -21,6 +21,7 @@ from llmtt.taskgraph.progress import ProgressReporter
 
 if TYPE_CHECKING:
     from llmtt.plan.runs import Plan, Run
+    from llmtt.results.adaptive import Round
     from llmtt.spec.project import Project
 
 EXECUTORS = ("local", "ray")
@@ -45,6 +46,7 @@ class Session:
     processes: int = 0  # worker processes of a local `doit run -n N` (0: none)
     ledger: Ledger | None = None  # the session budget's ledger, for `doit run`
     warmed: set[str] = field(default_factory=set)  # what this process warmed (warm.py)
+    rounds: dict[str, Round] = field(default_factory=dict)  # repeats=auto: per scenario
     _plan: tuple[Plan, dict[str, Run]] | None = None
     _parts: dict[str, tuple[Project, dict[str, Run]]] = field(default_factory=dict)
 
@@ -53,6 +55,9 @@ class Session:
         """The plan's tasks for doit's variables in the project at `root` (LlmttError: a
         user's mistake, in the project or the variables)."""
         selection = Selection.from_variables(variables)
+        rounds: dict[str, Round] = {}
+        if selection.adaptive:
+            selection, rounds = adaptive_round(root, selection)
         tasks, built = plancache.load(root, selection)
         kind = variables.get("executor") or tasks.executor["kind"]
         if kind not in EXECUTORS:
@@ -60,7 +65,20 @@ class Session:
                 f"executor={kind} is not an executor (use executor=local or executor=ray)"
             )
         budget = budget_limit(tasks.budget_max_usd, variables.get("budget"))
-        return cls(root, dict(variables), selection, tasks, built, str(kind), budget)
+        session = cls(root, dict(variables), selection, tasks, built, str(kind), budget)
+        session.rounds = rounds
+        return session
+
+    def next_round(self) -> Session | None:
+        """repeats=auto: the session of the next round, once this one's runs are done; None
+        when no scenario moved on (each is decided, at its bound, or has runs that could not be
+        carried out: they stay pending). It spends from this session's budget ledger."""
+        following = Session.load(self.root, self.variables)
+        if following.selection.rounds == self.selection.rounds:
+            return None
+        following.command, following.processes = self.command, self.processes
+        following.ledger = self.ledger
+        return following
 
     @property
     def results(self) -> Path:
@@ -168,3 +186,18 @@ class Session:
             f"the cached plan was out of date ({what}), so this invocation may have skipped "
             "work; the cache is removed: run doit again (and please report this)"
         )
+
+
+def adaptive_round(root: Path, selection: Selection) -> tuple[Selection, dict[str, Round]]:
+    """repeats=auto: the selection of the round the results call for now (see
+    `llmtt.results.adaptive`), and each comparing scenario's round."""
+    import dataclasses
+
+    from llmtt.plan.runs import build_plan
+    from llmtt.results.adaptive import plan_rounds
+    from llmtt.spec.project import load_project
+
+    every = dataclasses.replace(selection, rounds=())  # every repeat the comparisons may take
+    rounds = plan_rounds(build_plan(load_project(root), every))
+    repeats = tuple(sorted((name, r.repeats) for name, r in rounds.items()))
+    return dataclasses.replace(selection, rounds=repeats), rounds

@@ -1,0 +1,197 @@
+"""`doit run repeats=auto` end to end: the litellm agent against a model on 127.0.0.1 that follows
+the guidance it is given with a chosen chance, rounds of repeats until each scenario's verdict is
+decided or its bound is reached, the runs spent reported, and the baseline named the other way
+round flipping the sign without running anything again."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from conftest import GIT_TOML, Project, chat_answer
+
+from llmtt.commands.main import main
+
+# The model passes a run with the chance its guidance names: each run asks `pwd` first, and the
+# repeat index in the answer picks a fixed draw, so an outcome never depends on the order the
+# runs reach the model in.
+CHANCE = re.compile(r"pass-chance: ([0-9.]+)")
+WHERE = re.compile(r"/([\w-]+)/litellm-guided-(\w+)/r(\d+)/workspace")
+
+
+def draw(scenario: str, repeat: int) -> float:
+    """A fixed uniform draw in [0, 1) per scenario and repeat (the same for both variants, as a
+    real task's difficulty would be)."""
+    digest = hashlib.sha256(f"{scenario}/{repeat}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def call(command: str) -> dict[str, Any]:
+    answer = chat_answer("")
+    answer["choices"][0]["message"] = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": f"call-{hashlib.md5(command.encode()).hexdigest()[:8]}",
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+            }
+        ],
+    }
+    answer["choices"][0]["finish_reason"] = "tool_calls"
+    return answer
+
+
+class GuidedModel(BaseHTTPRequestHandler):
+    """An OpenAI-compatible chat endpoint whose model follows the guidance with its chance."""
+
+    requests: list[int] = []
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        self.requests.append(1)
+        messages = body["messages"]
+        system = next(m["content"] for m in messages if m["role"] == "system")
+        task = next(m["content"] for m in messages if m["role"] == "user")
+        tools = [str(m.get("content")) for m in messages if m["role"] == "tool"]
+        found = CHANCE.search(task) or CHANCE.search(system)  # the task's own chance first
+        chance = float(found.group(1)) if found else 0.0
+        if not tools:
+            answer = call("pwd")
+        else:
+            where = WHERE.search(tools[0])
+            assert where, tools[0]
+            scenario, repeat = where.group(1), int(where.group(3))
+            passes = draw(scenario, repeat) < chance
+            answer = call("touch done.txt") if passes and len(tools) == 1 else chat_answer("ok")
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def model() -> Iterator[tuple[str, type[GuidedModel]]]:
+    handler = type("Guided", (GuidedModel,), {"requests": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
+    server.shutdown()
+    server.server_close()
+
+
+def toml(url: str, baseline: str) -> str:
+    return (
+        GIT_TOML + f'\n[models.guided]\nlitellm = "openai/guided"\napi_base = "{url}"\n'
+        'api_key_env = "GUIDED_KEY"\ninput_usd_per_mtok = 1.0\noutput_usd_per_mtok = 1.0\n'
+        '\n[variants.terse]\nfiles = { "AGENTS.md" = "guides/terse.md" }\n'
+        '\n[variants.rich]\nfiles = { "AGENTS.md" = "guides/rich.md" }\n'
+        '\n[matrix]\nagents = ["litellm"]\nmodels = ["guided"]\nvariants = ["terse", "rich"]\n'
+        f'\n[compare]\nbaseline = "{baseline}"\nround_repeats = 4\nmax_repeats = 8\n'
+    )
+
+
+def scenario(project: Project, name: str, prompt: str) -> None:
+    """A scenario whose runs pass by `touch done.txt`."""
+    project.write(
+        f"scenarios/{name}.yaml",
+        f"task: {{prompt: {json.dumps(prompt)}}}\nrun: {{max_turns: 5}}\n"
+        "evaluation:\n  gates:\n    - {type: file_exists, path: done.txt}\n",
+    )
+
+
+def test_repeats_auto_decides_the_effect_and_not_the_null(
+    project: Project, model: tuple[str, type[GuidedModel]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, handler = model
+    project.write("guides/terse.md", "pass-chance: 0.2\n")
+    project.write("guides/rich.md", "pass-chance: 0.95\n")
+    project.write("llmtt.toml", toml(url, "terse"))
+    scenario(project, "effect", "Make done.txt.")
+    # the null scenario: a task whose chance (0.5) no guidance changes
+    scenario(project, "null", "Make done.txt (pass-chance: 0.5).")
+    env = {"LLMTT_ENABLED": "1", "GUIDED_KEY": "k"}
+    # before spending: what a decision is likely to take, from assumed pass rates
+    assert main(["estimate", str(project.root), "--repeats", "auto"]) == 0
+    assert (
+        "effect / litellm / guided: rich vs terse: no finished pair yet" in capsys.readouterr().out
+    )
+    assert (
+        main(
+            [
+                "estimate",
+                str(project.root),
+                "--repeats",
+                "auto",
+                "--assume",
+                "0.2,0.95",
+            ]
+        )
+        == 0
+    )
+    planned = capsys.readouterr().out
+    assert "16 pending of 16 runs" in planned  # the first round: 4 repeats of 2 variants, twice
+    found = re.search(
+        r"effect / litellm / guided: rich vs terse: about (\d+) pairs \(0 done", planned
+    )
+    assert found and 4 <= int(found.group(1)) <= 20, planned  # independent outcomes assumed
+    listed = project.doit("list", "repeats=auto")
+    assert listed.code == 0, listed.err
+    names = [line.split()[0] for line in listed.out.splitlines() if "/r" in line]
+    assert len(names) == 16 and {n.rsplit("/r", 1)[1] for n in names} == {"1", "2", "3", "4"}
+    result = project.doit("run", "-n", "2", "repeats=auto", env=env)
+    assert result.code == 0, result.out + result.err
+    said = result.out
+    assert "llmtt: repeats=auto: next round: " in said, said
+    report = project.json("report.json")
+    comparison = report["comparison"]
+    units = {u["scenario"]: u for u in comparison["units"]}
+    assert units["effect"]["verdict"] == "better", units["effect"]
+    assert units["effect"]["difference"] > 0
+    assert units["null"]["verdict"] in ("cant_tell", "no_difference"), units["null"]
+    adaptive = comparison["adaptive"]
+    assert adaptive["looks"] == 2
+    assert comparison["level"] == round(1 - 0.05 / (comparison["family"] * 2), 6)
+    spent = adaptive["scenarios"]
+    assert spent["effect"]["status"] == "decided" and spent["null"]["status"] == "bound"
+    assert spent["null"]["runs"] == 16  # two variants x max_repeats
+    assert len(report["runs"]) == spent["effect"]["runs"] + 16
+    # the pairs are the draws: each repeat passes where its draw is under the guidance's chance
+    for unit in units.values():
+        chances = (0.2, 0.95) if unit["scenario"] == "effect" else (0.5, 0.5)
+        expected_gains = sum(
+            1
+            for k in range(1, unit["pairs"] + 1)
+            if chances[0] <= draw(unit["scenario"], k) < chances[1]
+        )
+        assert (unit["gains"], unit["losses"]) == (expected_gains, 0)
+    assert main(["estimate", str(project.root), "--repeats", "auto"]) == 0
+    after = capsys.readouterr().out
+    assert "0 pending of 32 runs" in after
+    assert "effect / litellm / guided: rich vs terse: decided (better) at 8 pairs" in after
+    text = (project.results() / "report.md").read_text()
+    assert "repeats=auto: rounds of 4 repeats up to 8 (2 looks); effect: decided after" in text
+    # named the other way round: the same runs, the sign and the verdict flipped
+    requests = len(handler.requests)
+    project.write("llmtt.toml", toml(url, "rich"))
+    again = project.doit("run", "repeats=auto", env=env)
+    assert again.code == 0, again.out + again.err
+    assert len(handler.requests) == requests  # nothing ran again
+    flipped = {u["scenario"]: u for u in project.json("report.json")["comparison"]["units"]}
+    assert flipped["effect"]["verdict"] == "worse"
+    assert flipped["effect"]["difference"] == -units["effect"]["difference"]

@@ -142,8 +142,8 @@ def _decisions(plan: Plan, history: list[dict[str, Any]], assume: str | None) ->
                 f"--assume {assume}: expected two pass rates, baseline then treatment "
                 "(e.g. --assume 0.5,0.7)"
             ) from None
-        if not (0 <= a <= 1 and 0 <= b <= 1) or a == b:
-            raise LlmttError(f"--assume {assume}: two different pass rates between 0 and 1")
+        if not (0 <= a <= 1 and 0 <= b <= 1):
+            raise LlmttError(f"--assume {assume}: two pass rates between 0 and 1")
         rates = (a, b)
     spec = plan.project.config.compare
     looks = looks_of(spec) if plan.selection.adaptive else 1

@@ -261,8 +261,12 @@ def _axes(
     ):
         variants = [*variants, CONTROL_VARIANT]  # the no-guidance control runs beside them
     if selection.adaptive and len(set(variants)) >= 2:
-        # repeats=auto: the round under way, else every repeat the comparison may take
-        repeats = selection.repeats_of(scenario.name) or project.config.compare.max_repeats
+        # repeats=auto: every repeat a comparison may take while the rounds are not known,
+        # then the round under way of each scenario compared (the others keep their repeats)
+        if selection.rounds is None:
+            repeats = project.config.compare.max_repeats
+        else:
+            repeats = selection.repeats_of(scenario.name) or repeats
     out: list[tuple[str, str | None, str | None, int]] = []
     for agent in agents:
         needs_model = make_agent(project.config, project.root, agent).needs_model

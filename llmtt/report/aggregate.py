@@ -152,7 +152,19 @@ def guidance_diff(
         return dict(spec.files) if spec is not None else {}
 
     mine, theirs = files(baseline), files(treatment)
-    out = []
+    out: list[dict[str, Any]] = []
+    for name, spec in ((baseline, mine), (treatment, theirs)):
+        if name not in variants:  # "none" lays nothing: what the agent reads is the fixture's
+            other = theirs if spec is mine else mine
+            return [
+                {
+                    "path": dest,
+                    "diff": None,
+                    "note": f"{name} lays no file: the fixture's own {dest}, if it has one, "
+                    "is what the agent reads",
+                }
+                for dest in sorted(other)
+            ]
     for dest in sorted(set(mine) | set(theirs)):
         old = _text_of(root, mine.get(dest))
         new = _text_of(root, theirs.get(dest))
@@ -169,7 +181,7 @@ def guidance_diff(
         )
         cut = len(lines) - GUIDANCE_DIFF_LINES
         shown = lines[:GUIDANCE_DIFF_LINES] + ([f"... {cut} more lines"] if cut > 0 else [])
-        out.append({"path": dest, "diff": "\n".join(shown)})
+        out.append({"path": dest, "diff": "\n".join(shown), "note": None})
     return out
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from llmtt.errors import LlmttError
 from llmtt.plan.runs import Run
 from llmtt.results.baseline import group_label
+from llmtt.results.comparison import shown_end
 from llmtt.spec.project import Project
 from llmtt.util.atomic import read_json, read_jsonl, write_text
 
@@ -92,6 +93,7 @@ def add_filters(env: Any) -> None:
     env.filters["variant"] = lambda v: v or "no variant"
     env.filters["group"] = group_label
     env.filters["signed"] = signed
+    env.filters["end"] = shown_end
     env.filters["verdict"] = lambda v: VERDICT_WORDS.get(v, v)
 
 

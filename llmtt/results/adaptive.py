@@ -52,7 +52,7 @@ def plan_rounds(plan: Plan) -> dict[str, Round]:
     found, _ = designs(plan)
     spec = plan.project.config.compare
     looks = looks_of(spec)
-    family = family_size(found)
+    family = family_size(found, looks=looks)
     runs: dict[str, list[Run]] = defaultdict(list)
     for run in plan.runs:
         if run.scenario.name in found:
@@ -103,9 +103,10 @@ def decision_estimates(
     found, _ = designs(plan)
     if not found:
         return []
-    level = interval_level(max(1, family_size(found)), looks)
+    family = family_size(found, looks=looks)
+    level = interval_level(max(1, family), looks)
     records = [r for r in (_finished(run) for run in plan.runs) if r is not None]
-    judged = compare_runs(records, found, looks, family=family_size(found)) or {}
+    judged = compare_runs(records, found, looks, family=family) or {}
     done = {
         (u["scenario"], u["agent"], u["model"], u["baseline"], u["treatment"]): u
         for u in judged.get("units", [])

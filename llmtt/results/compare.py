@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from llmtt.errors import LlmttError
-from llmtt.results.comparison import ScenarioDesign, compare_runs, variant_label
+from llmtt.results.comparison import ScenarioDesign, compare_runs, shown_end, variant_label
 from llmtt.util.atomic import read_json
 
 Row = dict[str, Any]
@@ -240,8 +240,10 @@ def as_text(found: Row) -> str:
         if "pairs" in t:
             said += (
                 f"; {t['pairs']} pairs, pass rate A {t['rate_a']:g} -> B {t['rate_b']:g} "
-                f"(B - A {t['difference']:+g}, interval {t['low']:+g} to {t['high']:+g})"
+                f"(B - A {t['difference']:+g}, interval {_ends(t)})"
             )
+            if t["verdict"] is not None:
+                said += f"; pooled: {_verdict(t['verdict'])}"
         lines.append(f"{head}: {said}")
     lines.append("")
     for u in c["units"]:
@@ -251,8 +253,8 @@ def as_text(found: Row) -> str:
             f"{where}: "
             f"{u['treatment']} vs {u['baseline']}: {_verdict(u['verdict'])}{more}; "
             f"{u['pairs']} pairs, pass rate A {u['rate_a']:g} -> B {u['rate_b']:g} "
-            f"(B - A {u['difference']:+g}, interval {u['low']:+g} to {u['high']:+g}; "
-            f"p = {u['p_value']:g})"
+            f"(B - A {u['difference']:+g}, interval {_ends(u)}; "
+            f"unadjusted p = {u['p_value']:.4g})"
         )
         for name, m in u["metrics"].items():
             if m is None:
@@ -271,6 +273,12 @@ def as_text(found: Row) -> str:
             where += f": {n['treatment']} vs {n['baseline']}"
         lines.append(f"{where}: not compared: {n['reason']}")
     return "\n".join(lines) + "\n"
+
+
+def _ends(found: Row) -> str:
+    return f"{shown_end(found['low'], found['min_effect'])} to " + shown_end(
+        found["high"], found["min_effect"]
+    )
 
 
 def _verdict(name: str) -> str:

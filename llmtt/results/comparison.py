@@ -153,8 +153,9 @@ def compare_runs(
         by_side[key][int(row["repeat"])] = row
     units = list(_units(designs, by_side))
     treatments = sorted({(u.treatment, u.baseline, u.against_control) for u in units})
+    pools = _pooling(units, looks)
     if family is None:
-        family = family_size(designs, by_side)
+        family = family_size(designs, by_side, looks)
     level = interval_level(max(family, 1), looks)
     compared: list[Row] = []
     not_compared: list[Row] = list(notes)
@@ -191,6 +192,11 @@ def compare_runs(
         }
         if pairs:
             entry.update(_judged(pairs, level, min_effect))
+            if (treatment, baseline, against_control) not in pools:
+                # One unit (its numbers, not another comparison) or, under repeats=auto,
+                # scenarios that stopped at different looks: no verdict of its own.
+                entry["verdict"] = None
+                entry["more_pairs"] = None
             entry["guidance_cost"] = _guidance_cost(entry)
             entry["subcommands"] = subcommand_changes(pairs)
         pooled.append(entry)
@@ -223,10 +229,25 @@ def planned_units(designs: Mapping[str, ScenarioDesign]) -> int:
 def family_size(
     designs: Mapping[str, ScenarioDesign],
     by_side: Mapping[tuple[str, str, str | None, str], Any] | None = None,
+    looks: int = 1,
 ) -> int:
-    """The comparisons of a family: each unit, and each treatment's pooled row."""
+    """The comparisons of a family: each unit, and each pooled row that is a comparison of its
+    own (see `_pooling`)."""
     units = list(_units(designs, by_side or {}))
-    return len(units) + len({(u.treatment, u.baseline, u.against_control) for u in units})
+    return len(units) + len(_pooling(units, looks))
+
+
+def _pooling(units: Sequence[_Unit], looks: int) -> set[tuple[str, str, bool]]:
+    """The treatments whose pooled row is a comparison of its own, with a verdict: those that
+    pool two units or more. One unit's pooled row is that unit again; and under repeats=auto
+    (`looks` > 1) scenarios stop at looks their own data chose, so a row pooling them is no
+    look the design planned: it is shown, with no verdict."""
+    if looks > 1:
+        return set()
+    count: dict[tuple[str, str, bool], int] = defaultdict(int)
+    for u in units:
+        count[(u.treatment, u.baseline, u.against_control)] += 1
+    return {key for key, n in count.items() if n >= 2}
 
 
 def _units(
@@ -286,9 +307,10 @@ def _rate_fields(found: RateDifference) -> Row:
         "rate_a": _round(found.rate_a),
         "rate_b": _round(found.rate_b),
         "difference": _round(found.difference),
-        "low": _round(found.low),
-        "high": _round(found.high),
-        "p_value": _round(found.p_value),
+        # The ends as found: rounded, an end just past 0 or min_effect would read as on it.
+        "low": found.low,
+        "high": found.high,
+        "p_value": found.p_value,  # unadjusted: the verdict is read from the interval
     }
 
 
@@ -329,11 +351,15 @@ def _guidance_cost(entry: Row) -> Row:
     cost = metrics.get("cost_usd")
     extra_usd = None if cost is None else cost["difference"]
     lift = entry["difference"]
+    # Pass-rate gained per dollar more a run: only when the treatment surely costs more (the
+    # cost difference's interval above 0; else noise in a small difference makes a huge
+    # ratio) and its cost is known for every pair the lift is from.
+    surely = cost is not None and cost["low"] is not None and cost["low"] > 0
+    every = cost is not None and cost["pairs"] == entry["pairs"]
     return {
         "extra_prompt_tokens_per_run": None if tokens is None else tokens["difference"],
         "extra_usd_per_run": extra_usd,
-        # pass-rate points gained per dollar more a run: only when the treatment costs more
-        "lift_per_usd": _round(lift / extra_usd) if extra_usd and extra_usd > 0 else None,
+        "lift_per_usd": _round(lift / extra_usd) if surely and every and extra_usd else None,
     }
 
 
@@ -378,6 +404,22 @@ def subcommand_changes(pairs: Sequence[tuple[Row, Row]]) -> list[Row]:
         )
     out.sort(key=lambda s: (-(s["a"]["calls"] + s["b"]["calls"]), s["subcommand"]))
     return out
+
+
+def shown_end(value: float | None, min_effect: float) -> str:
+    """An interval's end as the reports write it: with the fewest decimals (3 to 8) that keep
+    it on the same side of 0 and of +-min_effect as it is, so that a verdict read from the end
+    never contradicts the number shown."""
+    if value is None:
+        return "n/a"
+    marks = (0.0, min_effect, -min_effect)
+    shown = value
+    for digits in range(3, 9):
+        shown = round(value, digits)
+        if all((value > m) == (shown > m) and (value < m) == (shown < m) for m in marks):
+            break
+    text = f"{shown:+.8f}".rstrip("0").rstrip(".")
+    return "0" if text in ("+0", "-0") else text
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:

@@ -323,9 +323,52 @@ def _compare_problems(project: Project, config_lines: dict[Loc, int]) -> list[Pr
         if baseline is None:
             continue
         message = unknown_variant(config, baseline)
+        if message is None and baseline == CONTROL_VARIANT:
+            message = (
+                f"{baseline!r}, the no-guidance control, cannot be the baseline: with [compare] "
+                "control = true every variant is compared with it besides the baseline"
+            )
         if message is not None:
             loc = ("compare", "baseline")
             problems.append(Problem(path, line_of(lines, loc), dotted(loc), message))
+    if not problems:
+        problems += _baselines_among_variants(project, config_lines)
+    return problems
+
+
+def _baselines_among_variants(project: Project, config_lines: dict[Loc, int]) -> list[Problem]:
+    """A scenario with variants to compare whose baseline is not one of them."""
+    config = project.config
+    problems = []
+    for scenario in project.scenarios:
+        spec = scenario.spec
+        own = spec.matrix.variants if spec.matrix and spec.matrix.variants else None
+        variants = own or config.matrix.variants
+        if len(set(variants)) + bool(config.compare.control and variants) < 2:
+            continue
+        named = spec.compare.baseline if spec.compare else None
+        baseline = named or config.compare.baseline
+        if baseline is None or baseline in variants:
+            continue
+        where = "this scenario's compare.baseline" if named else "[compare] baseline"
+        message = (
+            f"the baseline {baseline!r} ({where}) is not among the scenario's variants "
+            f"({', '.join(variants)}): name one of them with compare: {{baseline: NAME}}"
+        )
+        if named:
+            loc: Loc = ("compare", "baseline")
+            problems.append(
+                Problem(scenario.path, line_of(scenario.lines, loc), dotted(loc), message)
+            )
+        elif own:
+            loc = ("matrix", "variants")
+            problems.append(
+                Problem(scenario.path, line_of(scenario.lines, loc), dotted(loc), message)
+            )
+        else:
+            loc = ("matrix", "variants")
+            toml = project.root / "llmtt.toml"
+            problems.append(Problem(toml, line_of(config_lines, loc), dotted(loc), message))
     return problems
 
 

@@ -34,10 +34,11 @@ class Selection:
     variants: tuple[str, ...] = ()
     repeats: int | None = None
     # repeats=auto: the comparisons' repeats go in rounds ([compare] round_repeats, up to
-    # max_repeats) until each scenario's verdicts are decided; `rounds` holds, per scenario,
-    # the repeats of the round under way (set by the session from the results, never typed).
+    # max_repeats) until each scenario's verdicts are decided; `rounds` holds, per scenario
+    # compared, the repeats of the round under way (set by the session from the results, never
+    # typed); None while they are not known (the plan of every repeat they may take).
     adaptive: bool = False
-    rounds: tuple[tuple[str, int], ...] = ()
+    rounds: tuple[tuple[str, int], ...] | None = None
 
     @classmethod
     def from_variables(cls, values: Mapping[str, str]) -> Selection:
@@ -90,9 +91,9 @@ class Selection:
         return " ".join(parts)
 
     def repeats_of(self, scenario: str) -> int | None:
-        """The repeats of this round of repeats=auto for a scenario that compares (None: the
-        round is not known yet, so all it may take)."""
-        return dict(self.rounds).get(scenario)
+        """The repeats of this round of repeats=auto for a scenario that is compared (None: not
+        known yet, or a scenario not compared)."""
+        return dict(self.rounds or ()).get(scenario)
 
 
 def nearest(name: str, known: Iterable[str]) -> str:

@@ -140,14 +140,19 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
         def rounds(**params: Any) -> int:
             while True:
                 code = int(execute(**params) or 0)
+                # -a re-runs what is done once, in the first round: the rounds after it run
+                # only what they add.
+                params["always"] = False
                 session = self.session
                 assert session is not None
                 try:
-                    following = session.next_round() if code == 0 else None
+                    following = session.next_round()
                 except LlmttError as exc:
                     fail(exc)
-                if following is None:
-                    sys.stdout.write(console(f"llmtt: repeats=auto: {_rounds(session)}\n"))
+                # A round that failed (a run not carried out: it stays pending for the next
+                # `doit run`) ends the rounds; so does a round after which nothing moved on.
+                if code != 0 or following.selection.rounds == session.selection.rounds:
+                    sys.stdout.write(console(f"llmtt: repeats=auto: {_rounds(following)}\n"))
                     return code
                 sys.stdout.write(
                     console(f"llmtt: repeats=auto: next round: {_rounds(following)}\n")
@@ -174,7 +179,7 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
 def _rounds(session: Session) -> str:
     """Where each comparing scenario stands, in one line."""
     said = {
-        "running": "this round under way",
+        "running": "undecided so far",
         "decided": "decided",
         "bound": "stopped at max_repeats, undecided",
     }

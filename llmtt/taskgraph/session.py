@@ -69,13 +69,11 @@ class Session:
         session.rounds = rounds
         return session
 
-    def next_round(self) -> Session | None:
-        """repeats=auto: the session of the next round, once this one's runs are done; None
-        when no scenario moved on (each is decided, at its bound, or has runs that could not be
-        carried out: they stay pending). It spends from this session's budget ledger."""
+    def next_round(self) -> Session:
+        """repeats=auto: the session the results call for once this round's runs are done
+        (the same rounds as this one's when no scenario moved on: each is decided, at its
+        bound, or has runs not carried out). It spends from this session's budget ledger."""
         following = Session.load(self.root, self.variables)
-        if following.selection.rounds == self.selection.rounds:
-            return None
         following.command, following.processes = self.command, self.processes
         following.ledger = self.ledger
         return following
@@ -197,7 +195,7 @@ def adaptive_round(root: Path, selection: Selection) -> tuple[Selection, dict[st
     from llmtt.results.adaptive import plan_rounds
     from llmtt.spec.project import load_project
 
-    every = dataclasses.replace(selection, rounds=())  # every repeat the comparisons may take
+    every = dataclasses.replace(selection, rounds=None)  # every repeat they may take
     rounds = plan_rounds(build_plan(load_project(root), every))
     repeats = tuple(sorted((name, r.repeats) for name, r in rounds.items()))
     return dataclasses.replace(selection, rounds=repeats), rounds

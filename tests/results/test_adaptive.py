@@ -25,10 +25,12 @@ CHANCE = re.compile(r"pass-chance: ([0-9.]+)")
 WHERE = re.compile(r"/([\w-]+)/litellm-guided-(\w+)/r(\d+)/workspace")
 
 
-def draw(scenario: str, repeat: int) -> float:
-    """A fixed uniform draw in [0, 1) per scenario and repeat (the same for both variants, as a
-    real task's difficulty would be)."""
-    digest = hashlib.sha256(f"{scenario}/{repeat}".encode()).digest()
+def draw(scenario: str, variant: str, repeat: int) -> float:
+    """A fixed uniform draw in [0, 1) per run: in the effect scenario the same for both variants
+    (as a task's difficulty would be), in the null scenario one of each variant's own, so that
+    its pairs disagree now and then, either way."""
+    key = f"{scenario}/{repeat}" if scenario == "effect" else f"{scenario}/{variant}/{repeat}"
+    digest = hashlib.sha256(key.encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
@@ -71,8 +73,8 @@ class GuidedModel(BaseHTTPRequestHandler):
         else:
             where = WHERE.search(tools[0])
             assert where, tools[0]
-            scenario, repeat = where.group(1), int(where.group(3))
-            passes = draw(scenario, repeat) < chance
+            scenario, variant, repeat = where.group(1), where.group(2), int(where.group(3))
+            passes = draw(scenario, variant, repeat) < chance
             answer = call("touch done.txt") if passes and len(tools) == 1 else chat_answer("ok")
         data = json.dumps(answer).encode()
         self.send_response(200)
@@ -166,7 +168,9 @@ def test_repeats_auto_decides_the_effect_and_not_the_null(
     assert units["null"]["verdict"] in ("cant_tell", "no_difference"), units["null"]
     adaptive = comparison["adaptive"]
     assert adaptive["looks"] == 2
-    assert comparison["level"] == round(1 - 0.05 / (comparison["family"] * 2), 6)
+    # two units; under repeats=auto the pooled row is no comparison of its own
+    assert comparison["family"] == 2 and comparison["level"] == round(1 - 0.05 / 4, 6)
+    assert comparison["treatments"][0]["verdict"] is None
     spent = adaptive["scenarios"]
     assert spent["effect"]["status"] == "decided" and spent["null"]["status"] == "bound"
     assert spent["null"]["runs"] == 16  # two variants x max_repeats
@@ -174,12 +178,21 @@ def test_repeats_auto_decides_the_effect_and_not_the_null(
     # the pairs are the draws: each repeat passes where its draw is under the guidance's chance
     for unit in units.values():
         chances = (0.2, 0.95) if unit["scenario"] == "effect" else (0.5, 0.5)
-        expected_gains = sum(
-            1
+        outcomes = [
+            (
+                draw(unit["scenario"], "terse", k) < chances[0],
+                draw(unit["scenario"], "rich", k) < chances[1],
+            )
             for k in range(1, unit["pairs"] + 1)
-            if chances[0] <= draw(unit["scenario"], k) < chances[1]
-        )
-        assert (unit["gains"], unit["losses"]) == (expected_gains, 0)
+        ]
+        gains = sum(1 for a, b in outcomes if b and not a)
+        losses = sum(1 for a, b in outcomes if a and not b)
+        assert (unit["gains"], unit["losses"]) == (gains, losses)
+    assert units["null"]["gains"] and units["null"]["losses"]  # it could have gone either way
+    assert said.rstrip().endswith(
+        "llmtt: repeats=auto: effect 8 repeats (decided); null 8 repeats (stopped at "
+        "max_repeats, undecided)"
+    ), said[-400:]
     assert main(["estimate", str(project.root), "--repeats", "auto"]) == 0
     after = capsys.readouterr().out
     assert "0 pending of 32 runs" in after

@@ -86,8 +86,8 @@ def test_the_baseline_comparison_as_json(results: Path) -> None:
             "metrics",
         }
         assert unit["low"] <= unit["difference"] <= unit["high"]
-    # the family: two units and two pooled rows, each interval at 1 - 0.05 / 4
-    assert comparison["family"] == 4 and comparison["level"] == 0.9875
+    # the family: two units (each treatment's pooled row holds one), each at 1 - 0.05 / 2
+    assert comparison["family"] == 2 and comparison["level"] == 0.975
     text = llmtt("compare", "--project", str(results))
     assert text.stdout.startswith("A = baseline\nB = treatments\n"), text.stdout
     assert "v2 vs v1: better 0, worse 0, no difference 0, can't tell 1; 2 pairs" in text.stdout

@@ -12,9 +12,13 @@ import pytest
 from conftest import GIT_TOML, Project
 
 from llmtt.errors import ConfigError
-from llmtt.results.comparison import ScenarioDesign, compare_runs, subcommand_changes
+from llmtt.execution.workspace import WorkspaceError, prepare
+from llmtt.plan.runs import build_plan
+from llmtt.results.comparison import ScenarioDesign, compare_runs, shown_end, subcommand_changes
 from llmtt.results.inference import interval_level
 from llmtt.spec.project import load_project
+from llmtt.spec.selection import Selection
+from llmtt.taskgraph.session import adaptive_round
 
 
 def row(
@@ -57,11 +61,15 @@ def test_a_scenario_without_variants_hides_nothing_and_errors_leave_their_pair_o
     (unit,) = found["units"]
     assert (unit["scenario"], unit["baseline"], unit["treatment"]) == ("ab", "v1", "v2")
     assert (unit["pairs"], unit["gains"], unit["losses"]) == (29, 29, 0)
-    assert unit["verdict"] == "better" and unit["low"] > 0 and unit["more_pairs"] is None
-    # one unit and one pooled row: two comparisons in the family
-    assert found["family"] == 2 and found["level"] == round(interval_level(2), 6)
+    assert unit["verdict"] == "better" and unit["low"] > 0
+    # one unit: its pooled row is the same numbers, no second comparison and no verdict
+    assert found["family"] == 1 and found["level"] == round(interval_level(1), 6)
     (treatment,) = found["treatments"]
     assert treatment["verdicts"] == {"better": 1, "worse": 0, "no_difference": 0, "cant_tell": 0}
+    assert treatment["verdict"] is None and (treatment["low"], treatment["high"]) == (
+        unit["low"],
+        unit["high"],
+    )
     cost = treatment["guidance_cost"]
     assert cost["extra_prompt_tokens_per_run"] == 500  # cached tokens count as prompt too
     assert cost["extra_usd_per_run"] == pytest.approx(0.02)
@@ -102,7 +110,7 @@ def test_the_control_compares_every_variant_including_the_baseline() -> None:
         ("v1", "no-guidance", True),
         ("v2", "no-guidance", True),
     ]
-    assert found["family"] == 6  # three units, three pooled rows
+    assert found["family"] == 3  # three units; each pooled row holds one of them
 
 
 def test_subcommands_that_got_easier_or_harder() -> None:
@@ -187,6 +195,103 @@ def test_a_scenario_names_its_own_baseline(project: Project) -> None:
     project.write("scenarios/s.yaml", "task: {prompt: x}\ncompare: {baseline: c}\n")
     with pytest.raises(ConfigError) as caught:
         load_project(project.root)
-    assert f"{Path('scenarios') / 's.yaml'}:3: compare.baseline: no [variants.c]" in str(
-        caught.value
-    ) or "compare.baseline: no [variants.c]" in str(caught.value)
+    assert "s.yaml:2: compare.baseline: no [variants.c] table in llmtt.toml" in str(caught.value)
+
+
+def test_a_pooled_row_of_several_units_is_a_comparison_of_its_own() -> None:
+    rows = [row(s, "v1", k, "fail") for s in ("a", "b") for k in range(1, 21)]
+    rows += [row(s, "v2", k, "pass") for s in ("a", "b") for k in range(1, 21)]
+    design = ScenarioDesign("v1", "x", ("v2",), 0.1)
+    found = compare_runs(rows, {"a": design, "b": design})
+    assert found is not None and found["family"] == 3  # two units and their pooled row
+    (treatment,) = found["treatments"]
+    assert treatment["pairs"] == 40 and treatment["verdict"] == "better"
+    adaptive = compare_runs(rows, {"a": design, "b": design}, looks=4)
+    assert adaptive is not None and adaptive["family"] == 2  # under looks: no pooled verdict
+    assert adaptive["treatments"][0]["verdict"] is None
+
+
+@pytest.mark.parametrize(
+    ("value", "effect", "shown"),
+    [
+        (0.00023, 0.1, "+0.0002"),  # above 0: never written as 0
+        (0.0999604, 0.1, "+0.09996"),  # inside min_effect: never written as it
+        (-0.10002, 0.1, "-0.10002"),
+        (0.25, 0.1, "+0.25"),
+        (0.0, 0.1, "0"),
+        (-1.0, 0.1, "-1"),
+        (None, 0.1, "n/a"),
+    ],
+)
+def test_interval_ends_keep_their_side_of_0_and_min_effect(
+    value: float | None, effect: float, shown: str
+) -> None:
+    assert shown_end(value, effect) == shown
+
+
+def test_the_control_removes_guidance_inside_the_workspace_only(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "AGENTS.md").write_text("the user's own\n")
+    fixture = tmp_path / "fixture"
+    (fixture / "docs").mkdir(parents=True)
+    (fixture / "AGENTS.md").write_text("fixture guidance\n")
+    (fixture / "docs" / "GUIDE.md").write_text("more\n")
+    (fixture / "linked").symlink_to(outside)
+    (fixture / "CLAUDE.md").symlink_to(outside / "AGENTS.md")
+    ws = prepare(tmp_path / "run", fixture, {}, ["AGENTS.md", "docs/GUIDE.md", "CLAUDE.md", "gone"])
+    assert not (ws.workspace / "AGENTS.md").exists()
+    assert not (ws.workspace / "docs" / "GUIDE.md").exists()
+    assert not (ws.workspace / "CLAUDE.md").is_symlink()  # the link goes, not what it names
+    assert (outside / "AGENTS.md").read_text() == "the user's own\n"
+    for dest in ("../outside/AGENTS.md", "linked/AGENTS.md", str(outside / "AGENTS.md")):
+        with pytest.raises(WorkspaceError, match="outside the workspace"):
+            prepare(tmp_path / "run", fixture, {}, [dest])
+    assert (outside / "AGENTS.md").read_text() == "the user's own\n"
+
+
+@pytest.mark.parametrize(
+    ("toml", "scenario", "said"),
+    [
+        (
+            '[variants.a]\nfiles = {}\n[variants.b]\nfiles = {}\n[compare]\nbaseline = "a"\n',
+            "task: {prompt: x}\nmatrix: {variants: [b, none]}\n",
+            "s.yaml:2: matrix.variants: the baseline 'a' ([compare] baseline) is not among the "
+            "scenario's variants (b, none)",
+        ),
+        (
+            '[variants.a]\nfiles = {}\n[compare]\nbaseline = "no-guidance"\ncontrol = true\n',
+            "task: {prompt: x}\n",
+            "llmtt.toml:4: compare.baseline: 'no-guidance', the no-guidance control, cannot be "
+            "the baseline",
+        ),
+    ],
+)
+def test_a_baseline_that_compares_nothing_is_refused(
+    project: Project, toml: str, scenario: str, said: str
+) -> None:
+    project.write("llmtt.toml", toml)
+    project.write("scenarios/s.yaml", scenario)
+    with pytest.raises(ConfigError) as caught:
+        load_project(project.root)
+    assert said in str(caught.value), str(caught.value)
+
+
+def test_repeats_auto_leaves_a_scenario_it_does_not_compare_at_its_repeats(
+    project: Project,
+) -> None:
+    project.write(
+        "llmtt.toml",
+        "[variants.v1]\nfiles = {}\n[variants.x]\nfiles = {}\n[variants.y]\nfiles = {}\n"
+        '[compare]\nbaseline = "v1"\nmax_repeats = 10\n[matrix]\nrepeats = 2\n',
+    )
+    project.write("scenarios/s.yaml", "task: {prompt: x}\nsolution: ['true']\n")
+    chosen = Selection(variants=("x", "y"), adaptive=True)  # no baseline among them
+    selection, rounds = adaptive_round(project.root, chosen)
+    assert rounds == {} and selection.rounds == ()
+    plan = build_plan(load_project(project.root), selection)
+    assert sorted(r.repeat for r in plan.runs) == [1, 1, 2, 2]  # not max_repeats
+    compared = Selection(variants=("v1", "x"), adaptive=True)
+    selection, rounds = adaptive_round(project.root, compared)
+    assert rounds["s"].repeats == 5 and rounds["s"].status == "running"  # round 1 of 2
+    assert len(build_plan(load_project(project.root), selection).runs) == 10

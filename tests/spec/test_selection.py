@@ -14,7 +14,7 @@ def test_repeats_auto_is_adaptive_and_says_so() -> None:
     auto = Selection.from_variables({"repeats": "auto", "scenario": "a"})
     assert auto.adaptive and auto.repeats is None
     assert auto.describe() == "scenario=a repeats=auto"
-    assert auto.repeats_of("a") is None  # no round known yet: every repeat it may take
+    assert auto.rounds is None and auto.repeats_of("a") is None  # no round known yet
     round_two = dataclasses.replace(auto, rounds=(("a", 10),))
     assert round_two.repeats_of("a") == 10 and round_two.repeats_of("b") is None
     fixed = Selection.from_variables({"repeats": "3"})

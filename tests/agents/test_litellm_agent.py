@@ -8,8 +8,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -228,21 +230,6 @@ def test_binary_output_is_decoded_and_a_signal_death_is_128_plus_n(project: Proj
 LIMIT = 20
 
 
-def test_a_command_running_into_the_time_limit_ends_the_run_there(project: Project) -> None:
-    scenario(
-        project,
-        ["sleep 60 & echo started; sleep 70", "echo never"],
-        f"run: {{timeout_secs: {LIMIT}}}\n",
-    )
-    result = project.doit("run", "agent=litellm", "model=scripted")
-    assert result.code == 0, result.out + result.err
-    run = project.json("s/litellm-scripted/r1/run.json")
-    assert (run["status"], run["timed_out"]) == ("timeout", True)
-    assert LIMIT <= run["agent_duration_secs"] <= LIMIT + 10  # at its limit, not after sleep 70
-    (stopped,) = tool_results(project, "s/litellm-scripted/r1")
-    assert (stopped["output"], stopped["exit_code"]) == ("started\n", None)
-
-
 def test_output_past_the_capture_keeps_its_head_and_tail(project: Project) -> None:
     scenario(
         project,
@@ -355,25 +342,80 @@ def serve_slowly(handler: type[FakeProvider], answered: int, trickle: bool) -> N
     handler.do_POST = slow  # type: ignore[method-assign]
 
 
-@pytest.mark.parametrize("trickle", [False, True], ids=["silent", "trickling"])
-def test_a_hanging_provider_ends_the_run_at_its_time_limit_keeping_its_spend(
-    project: Project, provider: tuple[str, type[FakeProvider]], trickle: bool
-) -> None:
-    url, handler = provider
-    handler.queue = [(200, chat_call("echo hi"))]
-    serve_slowly(handler, answered=1, trickle=trickle)
-    scenario(project, ["unused"], f"run: {{timeout_secs: {LIMIT}}}\n", provider_toml(url))
-    result = project.doit("run", "agent=litellm", "model=remote", env=ENABLED)
+@pytest.fixture(scope="module")
+def time_limits(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Project, dict[str, Any]]]:
+    """One doit invocation, three runs at once, each meeting its time limit: a command still
+    running (the scripted model), a provider that hangs silent, one that trickles a byte every
+    half second (each after one answer). Together they wait out one limit, not three."""
+    project = Project(tmp_path_factory.mktemp("limits") / "proj")
+    servers, handlers, toml = [], {}, ""
+    for name, trickle in (("silent", False), ("trickling", True)):
+        handler = type(name, (FakeProvider,), {"queue": [], "hits": [], "bodies": []})
+        handler.queue = [(200, chat_call("echo hi"))]
+        serve_slowly(handler, answered=1, trickle=trickle)
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+        servers.append(server)
+        handlers[name] = handler
+        toml += (
+            f'\n[models.{name}]\nlitellm = "openai/{name}"\n'
+            f'api_base = "http://127.0.0.1:{server.server_address[1]}/v1"\n'
+            'api_key_env = "REMOTE_KEY"\ninput_usd_per_mtok = 1.0\noutput_usd_per_mtok = 1.0\n'
+        )
+    project.write(
+        "llmtt.toml",
+        GIT_TOML + toml + "\n[agents.litellm]\nmax_retries = 3\nretry_backoff_secs = 0.01\n",
+    )
+    limit = f"run: {{timeout_secs: {LIMIT}}}\n"
+    for name, model, steps in (
+        ("command", "scripted", ["sleep 60 & echo started; sleep 70", "echo never"]),
+        ("silent", "silent", ["unused"]),
+        ("trickling", "trickling", ["unused"]),
+    ):
+        solution = "".join(f"\n  - {json.dumps(c)}" for c in steps)
+        project.write(
+            f"scenarios/{name}.yaml",
+            f"task: {{prompt: Do it.}}\nmatrix: {{agents: [litellm], models: [{model}]}}\n"
+            f"solution:{solution}\n{limit}",
+        )
+    result = project.doit("run", "-n", "3", env=ENABLED)
     assert result.code == 0, result.out + result.err
-    run = project.json("s/litellm-remote/r1/run.json")
+    yield project, handlers
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_command_running_into_the_time_limit_ends_the_run_there(
+    time_limits: tuple[Project, dict[str, Any]],
+) -> None:
+    project, _ = time_limits
+    run = project.json("command/litellm-scripted/r1/run.json")
+    assert (run["status"], run["timed_out"]) == ("timeout", True)
+    assert LIMIT <= run["agent_duration_secs"] <= LIMIT + 10  # at its limit, not after sleep 70
+    (stopped,) = tool_results(project, "command/litellm-scripted/r1")
+    assert (stopped["output"], stopped["exit_code"]) == ("started\n", None)
+
+
+@pytest.mark.parametrize("name", ["silent", "trickling"])
+def test_a_hanging_provider_ends_the_run_at_its_time_limit_keeping_its_spend(
+    time_limits: tuple[Project, dict[str, Any]], name: str
+) -> None:
+    project, handlers = time_limits
+    where = f"{name}/litellm-{name}/r1"
+    run = project.json(f"{where}/run.json")
     assert (run["status"], run["timed_out"], run["exit_code"]) == ("timeout", True, None)
     # A bound, not a speed target: before, each of 4 attempts waited the whole time left.
     assert LIMIT <= run["agent_duration_secs"] <= LIMIT + 10
-    assert len(handler.hits) == 2
-    (complete,) = [e for e in events(project, "s/litellm-remote/r1") if e["event"] == "complete"]
+    assert len(handlers[name].hits) == 2
+    (complete,) = [e for e in events(project, where) if e["event"] == "complete"]
     assert complete["timed_out"] and complete["natural_stop"] is False
     assert complete["reason"].startswith(f"timed out after {LIMIT}s waiting for the model")
-    m = project.json("s/litellm-remote/r1/metrics.json")
+    m = project.json(f"{where}/metrics.json")
     assert (m["turns"], m["tool_calls"], m["input_tokens"], m["output_tokens"]) == (1, 1, 10, 5)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -152,17 +153,39 @@ def chat_answer(text: str, tokens_in: int = 10, tokens_out: int = 5) -> dict[str
     }
 
 
+def chat_call(command: str, call_id: str = "call-1") -> dict[str, Any]:
+    """An OpenAI chat completion that calls the bash tool with `command`."""
+    answer = chat_answer("")
+    call = {"name": "bash", "arguments": json.dumps({"command": command})}
+    answer["choices"][0]["message"] = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": call}],
+    }
+    answer["choices"][0]["finish_reason"] = "tool_calls"
+    return answer
+
+
+@contextlib.contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """`handler` served on 127.0.0.1 from a thread, for as long as the block lasts; yields
+    the server's /v1 base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture
 def provider() -> Iterator[tuple[str, type[FakeProvider]]]:
     handler = type("Provider", (FakeProvider,), {"queue": [], "hits": [], "bodies": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
-    server.shutdown()
-    server.server_close()
+    with serving(handler) as url:
+        yield url, handler
 
 
 def letters(text: str) -> list[float]:
@@ -203,13 +226,8 @@ class Embeddings(BaseHTTPRequestHandler):
 @pytest.fixture
 def embeddings() -> Iterator[tuple[str, type[Embeddings]]]:
     handler = type("Handler", (Embeddings,), {"asked": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    ).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
-    server.shutdown()
-    server.server_close()
+    with serving(handler) as url:
+        yield url, handler
 
 
 # The test tiers. `system` marks a test that starts real things or waits for them: `doit`

@@ -52,14 +52,14 @@ def compare(project: Path, a: str | None = None, b: str | None = None) -> Row:
             )
         return {"schema": SCHEMA, "a": "baseline", "b": "treatments", "comparison": found}
     left, right = _result_set(a), _result_set(b)
-    min_effect, looks = _settings(project)
+    min_effect, looks = _min_effect(project), 1
     if left is not None and right is not None:
         rows, designs, notes = _between_sets(left[1], right[1], min_effect)
         said = (f"{a} ({_about(left)})", f"{b} ({_about(right)})")
     elif left is None and right is None:
         report = _current_report(project)
         rows = _variant_rows(a, b, report)
-        looks = (_read_report(report).get("comparison") or {}).get("looks", looks)
+        looks = (_read_report(report).get("comparison") or {}).get("looks", 1)
         notes = []
         designs = {
             scenario: ScenarioDesign(a, "the command line (A)", (b,), min_effect)
@@ -86,14 +86,13 @@ def as_json(found: Row) -> str:
     return json.dumps(found, indent=2, ensure_ascii=False) + "\n"
 
 
-def _settings(project: Path) -> tuple[float, int]:
-    """[compare] min_effect of the project (the default without one), and one look."""
+def _min_effect(project: Path) -> float:
+    """[compare] min_effect of the project (the default without one)."""
     from llmtt.spec.config import CompareSpec, load_config
 
     if not (project / "llmtt.toml").is_file():
-        return CompareSpec().min_effect, 1
-    config, _ = load_config(project)
-    return config.compare.min_effect, 1
+        return CompareSpec().min_effect
+    return load_config(project)[0].compare.min_effect
 
 
 def _result_set(source: str) -> tuple[Path, list[Row]] | None:

@@ -5,18 +5,17 @@ stops (a paid provider is stood in for at the wire, nowhere else)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import GIT_TOML, FakeProvider, Project, chat_answer
+from conftest import GIT_TOML, FakeProvider, Project, chat_answer, chat_call, serving
 
 from llmtt.agents.base import AgentExit, RunContext
 from llmtt.agents.litellm_agent import LitellmAgent, truncate
@@ -89,19 +88,6 @@ def test_declared_prices_give_exact_cost_and_the_cost_limit_stops_the_run(projec
 
 
 ANSWER = chat_answer("All done.")
-
-
-def chat_call(command: str, call_id: str = "call-1") -> dict[str, Any]:
-    """An OpenAI chat completion that calls the bash tool with `command`."""
-    answer = chat_answer("")
-    call = {"name": "bash", "arguments": json.dumps({"command": command})}
-    answer["choices"][0]["message"] = {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [{"id": call_id, "type": "function", "function": call}],
-    }
-    answer["choices"][0]["finish_reason"] = "tool_calls"
-    return answer
 
 
 def provider_toml(url: str) -> str:
@@ -350,20 +336,16 @@ def time_limits(
     running (the scripted model), a provider that hangs silent, one that trickles a byte every
     half second (each after one answer). Together they wait out one limit, not three."""
     project = Project(tmp_path_factory.mktemp("limits") / "proj")
-    servers, handlers, toml = [], {}, ""
+    servers = contextlib.ExitStack()
+    handlers, toml = {}, ""
     for name, trickle in (("silent", False), ("trickling", True)):
         handler = type(name, (FakeProvider,), {"queue": [], "hits": [], "bodies": []})
         handler.queue = [(200, chat_call("echo hi"))]
         serve_slowly(handler, answered=1, trickle=trickle)
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
-        servers.append(server)
+        url = servers.enter_context(serving(handler))
         handlers[name] = handler
         toml += (
-            f'\n[models.{name}]\nlitellm = "openai/{name}"\n'
-            f'api_base = "http://127.0.0.1:{server.server_address[1]}/v1"\n'
+            f'\n[models.{name}]\nlitellm = "openai/{name}"\napi_base = "{url}"\n'
             'api_key_env = "REMOTE_KEY"\ninput_usd_per_mtok = 1.0\noutput_usd_per_mtok = 1.0\n'
         )
     project.write(
@@ -384,10 +366,8 @@ def time_limits(
         )
     result = project.doit("run", "-n", "3", env=ENABLED)
     assert result.code == 0, result.out + result.err
-    yield project, handlers
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    with servers:
+        yield project, handlers
 
 
 def test_a_command_running_into_the_time_limit_ends_the_run_there(

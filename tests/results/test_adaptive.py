@@ -8,13 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
-from conftest import GIT_TOML, Project, chat_answer
+from conftest import GIT_TOML, Project, chat_answer, chat_call, serving
 
 from llmtt.commands.main import main
 
@@ -32,23 +31,6 @@ def draw(scenario: str, variant: str, repeat: int) -> float:
     key = f"{scenario}/{repeat}" if scenario == "effect" else f"{scenario}/{variant}/{repeat}"
     digest = hashlib.sha256(key.encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
-
-
-def call(command: str) -> dict[str, Any]:
-    answer = chat_answer("")
-    answer["choices"][0]["message"] = {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": f"call-{hashlib.md5(command.encode()).hexdigest()[:8]}",
-                "type": "function",
-                "function": {"name": "bash", "arguments": json.dumps({"command": command})},
-            }
-        ],
-    }
-    answer["choices"][0]["finish_reason"] = "tool_calls"
-    return answer
 
 
 class GuidedModel(BaseHTTPRequestHandler):
@@ -69,13 +51,17 @@ class GuidedModel(BaseHTTPRequestHandler):
         found = CHANCE.search(task) or CHANCE.search(system)  # the task's own chance first
         chance = float(found.group(1)) if found else 0.0
         if not tools:
-            answer = call("pwd")
+            answer = chat_call("pwd", "call-pwd")
         else:
             where = WHERE.search(tools[0])
             assert where, tools[0]
             scenario, variant, repeat = where.group(1), where.group(2), int(where.group(3))
             passes = draw(scenario, variant, repeat) < chance
-            answer = call("touch done.txt") if passes and len(tools) == 1 else chat_answer("ok")
+            answer = (
+                chat_call("touch done.txt", "call-touch")
+                if passes and len(tools) == 1
+                else chat_answer("ok")
+            )
         data = json.dumps(answer).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -87,14 +73,8 @@ class GuidedModel(BaseHTTPRequestHandler):
 @pytest.fixture
 def model() -> Iterator[tuple[str, type[GuidedModel]]]:
     handler = type("Guided", (GuidedModel,), {"requests": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
-    server.shutdown()
-    server.server_close()
+    with serving(handler) as url:
+        yield url, handler
 
 
 def toml(url: str, baseline: str) -> str:

@@ -188,3 +188,44 @@ def test_repeats_auto_decides_the_effect_and_not_the_null(
     flipped = {u["scenario"]: u for u in project.json("report.json")["comparison"]["units"]}
     assert flipped["effect"]["verdict"] == "worse"
     assert flipped["effect"]["difference"] == -units["effect"]["difference"]
+
+
+def oracle_project(project: Project, setup: str = "") -> None:
+    """v2's guidance passes, v1's fails: rounds of 2 repeats up to 4 (decided at neither)."""
+    project.write("guides/v1.md", "one\n")
+    project.write("guides/v2.md", "two\n")
+    project.write(
+        "llmtt.toml",
+        GIT_TOML + '\n[variants.v1]\nfiles = { "AGENTS.md" = "guides/v1.md" }\n'
+        '\n[variants.v2]\nfiles = { "AGENTS.md" = "guides/v2.md" }\n'
+        '\n[matrix]\nvariants = ["v1", "v2"]\n'
+        '\n[compare]\nbaseline = "v1"\nround_repeats = 2\nmax_repeats = 4\n',
+    )
+    project.write(
+        "scenarios/s.yaml",
+        "task: {prompt: Read AGENTS.md.}\nsolution: ['grep -q two AGENTS.md && touch done.txt || true']\n"
+        + setup
+        + "evaluation:\n  gates:\n    - {type: file_exists, path: done.txt}\n",
+    )
+
+
+def test_always_re_runs_in_the_first_round_only(project: Project) -> None:
+    oracle_project(project)
+    result = project.doit("run", "-a", "repeats=auto")
+    assert result.code == 0, result.out + result.err
+    agents = [t for t in result.executed() if t.endswith(":agent")]
+    # round 1: r1-r2 of both variants; round 2 adds r3-r4, and does not redo round 1's
+    assert sorted(agents) == sorted(
+        f"s/oracle-{v}/r{k}:agent" for v in ("v1", "v2") for k in (1, 2, 3, 4)
+    ), agents
+    assert "llmtt: repeats=auto: next round: s 4 repeats" in result.out
+
+
+def test_a_round_with_a_run_not_carried_out_ends_the_rounds(project: Project) -> None:
+    oracle_project(project, "setup: {commands: ['test -e AGENTS.md && grep -q two AGENTS.md']}\n")
+    result = project.doit("run", "repeats=auto")
+    assert result.code != 0  # v1's runs could not be carried out: they stay pending
+    assert "next round" not in result.out
+    agents = [t for t in result.executed() if t.endswith(":agent")]
+    assert len(agents) == 4  # round 1 only
+    assert "llmtt: repeats=auto: s 2 repeats (undecided so far)" in result.out

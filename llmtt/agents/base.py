@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import BinaryIO, ClassVar
 
 from llmtt.events import EventWriter
+from llmtt.process.sandbox.bwrap import Confinement
 from llmtt.spec.config import AgentSettings, ModelSpec
 from llmtt.spec.scenario import Scenario
 
@@ -29,6 +30,8 @@ class RunContext:
     transcript: BinaryIO
     events: EventWriter
     model_url: str | None = None  # base URL of the scripted model server, when model=scripted
+    # The sandbox the agent's processes are started in (llmtt.execution.isolation), or None.
+    confine: Confinement | None = None
     guidance: Mapping[str, str] = field(default_factory=dict)  # guidance file -> its text
     max_usd: float | None = None  # the scenario's cost limit for this run
     models: Mapping[str, ModelSpec] = field(default_factory=dict)  # [models.*] of llmtt.toml
@@ -78,6 +81,15 @@ class Agent(ABC):
     def version(self, probe: VersionProbe) -> str:
         """The agent's version (part of the run key), asked through `probe` (cached)."""
         return "unknown"
+
+    def install_paths(self) -> tuple[Path, ...]:
+        """The programs of this agent a sandbox must show (read-only, with their installs)."""
+        return ()
+
+    def model_urls(self, model: str) -> list[str] | None:
+        """Where this agent's own process calls `model` (not the scripted one): URLs or
+        `host:port`; [] when it calls none itself, None when llmtt cannot know."""
+        return []
 
     def unavailable(self, model: str | None) -> str | None:
         """Why this agent cannot run here with `model` (what to install or set), or None."""

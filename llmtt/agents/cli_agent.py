@@ -32,6 +32,7 @@ class CliAgent(Agent):
     package: str  # what to install, e.g. "@anthropic-ai/claude-code@2.1.197"
     key_env: tuple[str, ...] = ()  # variables that authenticate it with a real provider
     own_turn_limit = False  # the CLI stops itself at ctx.max_turns (llmtt passes its flag)
+    provider_hosts: tuple[str, ...] = ()  # where it calls its own provider's models
 
     def executable(self) -> str | None:
         """The configured binary, else the first found where llmtt installs agents, else PATH
@@ -48,6 +49,22 @@ class CliAgent(Agent):
             if local.is_file() and os.access(local, os.X_OK):
                 return str(local)
         return inputs.which(self.executable_name, tool_path())
+
+    def install_paths(self) -> tuple[Path, ...]:
+        """The binary, as found (a link in node_modules/.bin) and where it leads."""
+        exe = self.executable()
+        return (Path(exe),) if exe else ()
+
+    def model_urls(self, model: str) -> list[str] | None:
+        """`[models.X] api_base`, else the provider the CLI reaches by itself."""
+        spec = self.models.get(model)
+        if spec is not None and spec.api_base:
+            return [spec.api_base]
+        return self.provider_urls(spec.id if spec is not None and spec.id else model)
+
+    def provider_urls(self, model_id: str) -> list[str] | None:
+        """Where the CLI reaches a model of its own provider (None: unknown to llmtt)."""
+        return list(self.provider_hosts) or None
 
     def version(self, probe: VersionProbe) -> str:
         """`<binary> --version`, through the cache."""
@@ -143,6 +160,7 @@ class CliAgent(Agent):
             transcript=ctx.transcript,
             on_output=lines.feed,
             stop=limits.reached,
+            confine=ctx.confine,
         )
         with ctx.events.held():  # what only the end shows, written at once
             lines.flush()

@@ -302,6 +302,7 @@ class CodexAgent(CliAgent):
     executable_name = "codex"
     package = pinned("codex")
     key_env = ("OPENAI_API_KEY", "CODEX_API_KEY")
+    provider_hosts = ("api.openai.com",)
 
     def command(self, ctx: RunContext, exe: str) -> tuple[list[str], dict[str, str]]:
         """`codex exec --json ...` with its home inside the run and no approvals."""

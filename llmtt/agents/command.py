@@ -56,6 +56,11 @@ class CommandAgent(CliAgent):
             return "unversioned"
         return probe(self.settings.version_command, self.executable(), {})
 
+    def provider_urls(self, model_id: str) -> list[str] | None:
+        """None known: a custom agent reaches a model through `[models.X] api_base` or the
+        hosts listed in [isolation.network] agent."""
+        return []
+
     def unavailable(self, model: str | None) -> str | None:
         """Only the binary is checked: llmtt cannot know what a custom agent needs."""
         if self.executable() is None:

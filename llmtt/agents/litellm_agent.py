@@ -268,6 +268,7 @@ class LitellmAgent(Agent):
             timeout_secs=max(0.1, min(self.settings.tool_timeout_secs, left)),
             combined=True,
             keep_tail=True,
+            confine=ctx.confine,
         )
         ctx.transcript.write(result.stdout.encode())
         ctx.transcript.flush()

@@ -26,6 +26,17 @@ PROVIDER_KEYS = {
     "deepseek": ("DEEPSEEK_API_KEY",),
     "xai": ("XAI_API_KEY",),
 }
+# Where opencode reaches a provider of its own.
+PROVIDER_HOSTS = {
+    "anthropic": "api.anthropic.com",
+    "openai": "api.openai.com",
+    "openrouter": "openrouter.ai",
+    "google": "generativelanguage.googleapis.com",
+    "groq": "api.groq.com",
+    "mistral": "api.mistral.ai",
+    "deepseek": "api.deepseek.com",
+    "xai": "api.x.ai",
+}
 
 
 class OpencodeStream(StreamParser):
@@ -147,6 +158,12 @@ class OpencodeAgent(CliAgent):
         llmtt does not know (opencode says what it lacks)."""
         provider = model_id.split("/", 1)[0] if "/" in model_id else ""
         return PROVIDER_KEYS.get(provider, ())
+
+    def provider_urls(self, model_id: str) -> list[str] | None:
+        """The host of the provider named in `provider/model` (None: one llmtt does not know)."""
+        provider = model_id.split("/", 1)[0] if "/" in model_id else ""
+        host = PROVIDER_HOSTS.get(provider)
+        return [host] if host else None
 
     def command(self, ctx: RunContext, exe: str) -> tuple[list[str], dict[str, str]]:
         """`opencode run --format json -m PROVIDER/MODEL PROMPT`, configured by variable."""

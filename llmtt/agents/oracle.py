@@ -38,6 +38,7 @@ class OracleAgent(Agent):
                 env=ctx.env,
                 timeout_secs=remaining,
                 transcript=ctx.transcript,
+                confine=ctx.confine,
             )
             if result.timed_out:
                 ctx.events.emit("tool_result", id=call_id, output=result.output, exit_code=None)

@@ -18,6 +18,7 @@ from llmtt.evaluation.gates import GateContext, run_gates
 from llmtt.evaluation.interaction import find_target_commands, interaction_metrics, paired_calls
 from llmtt.evaluation.outcome import composite_score, decide, result_record
 from llmtt.evaluation.scripts import (
+    Checks,
     run_post_scripts,
     run_script_evaluators,
     script_env,
@@ -26,6 +27,7 @@ from llmtt.evaluation.scripts import (
 from llmtt.evaluation.shell.target_commands import TargetCommand, matcher_for
 from llmtt.evaluation.transcript import DEFAULT_MARKER, transcript_events
 from llmtt.events import UNREAD, Event, Output, ToolCall, read_events
+from llmtt.execution import isolation
 from llmtt.execution.workspace import Workspace
 from llmtt.plan.runs import Run
 from llmtt.providers import ResolvedModel, spending_refusal
@@ -72,8 +74,9 @@ def evaluate_run(
         metrics["source"] = source
         ws = Workspace(run.dir, run.dir / "workspace", run.dir / "home")
         env = script_env(run, ws)
+        checks = _checks(project, run)
         # What the post scripts leave (a copy of the workspace) is what the evaluation reads.
-        seen, post = run_post_scripts(run, ws, env)
+        seen, post = run_post_scripts(run, ws, env, checks)
         found = find_target_commands(events, matcher)
         evaluated = _evaluators(project, run, info, (events, seen, found), purse)
         if evaluated is not None:
@@ -90,9 +93,10 @@ def evaluate_run(
                 Call(result.output if result else "", result.exit_code if result else None)
                 for _, result in paired_calls(events)
             ],
+            checks=checks,
         )
         gates = run_gates(run.scenario.spec.evaluation.gates, ctx)
-        metrics.update(_scripts_fields(post, run_script_evaluators(run, seen, env)))
+        metrics.update(_scripts_fields(post, run_script_evaluators(run, seen, env, checks)))
         unread = sum(
             isinstance(e, Output) and e.text.startswith("llmtt: ") and UNREAD in e.text
             for e in events
@@ -117,6 +121,22 @@ def evaluate_run(
         write_json(run.dir / "metrics.json", metrics, project.redactor())
         return None
     return settle(project, run, records, info, metrics, gates, None)
+
+
+def _checks(project: Project, run: Run) -> Checks:
+    """How this run's gates and scripts are confined ([isolation]; LlmttError when they
+    cannot be as configured)."""
+    config = project.config
+    program = isolation.target_program(run.target.binary)
+    base = isolation.sandbox(project.root, project.results_dir, config, *program)
+    hosts = isolation.destinations(config.isolation.network.checks, None)
+    scripts = [run.scenario.script_path(path) for _, path in run.scenario.script_files()]
+    return Checks(
+        sandbox=base,
+        hosts=tuple(hosts),
+        readable=(run.dir, *scripts),
+        mounts=tuple(run.scenario.spec.mounts.items()),
+    )
 
 
 def _evaluators(

@@ -13,6 +13,8 @@ import regex
 from llmtt.evaluation.evaluators.runner import criterion_score
 from llmtt.evaluation.interaction import TargetCommand
 from llmtt.evaluation.scripts import (
+    UNCONFINED,
+    Checks,
     last_line,
     run_in_scratch,
     script_command,
@@ -64,6 +66,7 @@ class GateContext:
     scenario: LoadedScenario | None = None  # where a `script` gate's `path` is resolved from
     health_check: str | None = None  # the target's, run as a last gate (`health_check_gate`)
     calls: Sequence[Call] = ()  # the run's tool calls, for `check` gates
+    checks: Checks = UNCONFINED  # how command gates are confined
 
 
 def run_gates(gates: Sequence[Gate], ctx: GateContext) -> list[dict[str, Any]]:
@@ -82,7 +85,7 @@ def _run_one(index: int, gate: Gate, ctx: GateContext) -> dict[str, Any]:
     timeout = gate.timeout_secs or ctx.timeout_secs
     if isinstance(gate, _COMMAND_GATES):
         command = _command(gate, ctx)
-        result = run_in_scratch(command, ctx.workspace, ctx.env, timeout)
+        result = run_in_scratch(command, ctx.workspace, ctx.env, timeout, ctx.checks)
         if isinstance(gate, ScriptGate):
             passed, message, kept = script_verdict(result, script_label(gate))
             record.update(kept)

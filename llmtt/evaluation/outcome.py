@@ -127,6 +127,9 @@ def result_record(
         "tags": list(run.tags),
         "tier": run.scenario.spec.tier,
         "key": run.agent_key,
+        # How the agent was confined: "bwrap", or "none" (unconfined on purpose, or a run
+        # recorded before llmtt confined runs).
+        "isolation": (info.get("isolation") or {}).get("mode", "none"),
         "outcome": metrics["outcome"],
         "outcome_reason": metrics["outcome_reason"],
         "gates_passed": metrics["gates_passed"],

@@ -13,12 +13,15 @@ import shlex
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from llmtt.execution.isolation import confined
 from llmtt.execution.workspace import Workspace, home_env, make_home
+from llmtt.process.sandbox.bwrap import Sandbox, View, mounted
 from llmtt.process.shell import ShellResult, run_shell
 from llmtt.spec.evaluation import PostScript
 from llmtt.spec.gates import ScriptSource
@@ -72,8 +75,40 @@ def workspace_vars(workspace: Path) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class Checks:
+    """How a run's checks (gates, post scripts, script evaluators) are confined: the
+    project's sandbox (None: unconfined), what they may reach, and what they see read-only
+    besides their scratch folders: the run's folder (its event log and transcript, which
+    scripts are told of) and the scenario's script files."""
+
+    sandbox: Sandbox | None = None
+    hosts: tuple[tuple[str, int], ...] = ()
+    readable: tuple[Path, ...] = ()
+    mounts: tuple[tuple[str, str], ...] = ()  # the scenario's: (inside, workspace folder)
+
+    def view(self, work: Path, writable: Path, tmp: Path) -> View:
+        """What one check working on the copy `work` (inside `writable`) sees."""
+        view = View(cwd=work, writable=(writable,), readable=self.readable, tmp=tmp)
+        return mounted(view, work, dict(self.mounts))
+
+    def run(
+        self, command: str, *, work: Path, writable: Path, tmp: Path, **kwargs: Any
+    ) -> ShellResult:
+        """`run_shell(command, cwd=work, ...)` in this confinement."""
+        with confined(self.sandbox, self.view(work, writable, tmp), self.hosts) as confine:
+            return run_shell(command, cwd=work, confine=confine, **kwargs)
+
+
+UNCONFINED = Checks()
+
+
 def run_in_scratch(
-    command: str, workspace: Path, env: Mapping[str, str], timeout: float
+    command: str,
+    workspace: Path,
+    env: Mapping[str, str],
+    timeout: float,
+    checks: Checks = UNCONFINED,
 ) -> ShellResult:
     """Run a command in scratch folders of its own, removed when it is done.
 
@@ -91,7 +126,9 @@ def run_in_scratch(
             "TMPDIR": str(tmp),
             **workspace_vars(work),
         }
-        return run_shell(command, cwd=work, env=full, timeout_secs=timeout)
+        return checks.run(
+            command, work=work, writable=Path(scratch), tmp=tmp, env=full, timeout_secs=timeout
+        )
 
 
 def _copy(source: Path, dest: Path) -> None:
@@ -107,7 +144,7 @@ def _copy(source: Path, dest: Path) -> None:
 
 
 def run_post_scripts(
-    run: Run, ws: Workspace, env: Mapping[str, str]
+    run: Run, ws: Workspace, env: Mapping[str, str], checks: Checks = UNCONFINED
 ) -> tuple[Path, list[dict[str, Any]]]:
     """Run `scripts.post` in order; return the workspace the gates and evaluators then read,
     and one record per script.
@@ -133,7 +170,14 @@ def run_post_scripts(
         full = {**env, **home_env(home), "TMPDIR": tmp, **workspace_vars(work)}
         for index, spec in enumerate(posts, start=1):
             command = script_command(spec, run.scenario)
-            result = run_shell(command, cwd=work, env=full, timeout_secs=spec.timeout_secs)
+            result = checks.run(
+                command,
+                work=work,
+                writable=root,
+                tmp=Path(tmp),
+                env=full,
+                timeout_secs=spec.timeout_secs,
+            )
             records.append(_post_record(index, spec, result))
     return work, records
 
@@ -169,7 +213,7 @@ class EvaluatorOutput(BaseModel):
 
 
 def run_script_evaluators(
-    run: Run, workspace: Path, env: Mapping[str, str]
+    run: Run, workspace: Path, env: Mapping[str, str], checks: Checks = UNCONFINED
 ) -> dict[str, dict[str, Any]]:
     """Each of `scripts.evaluators` on a scratch copy of `workspace`, as metrics.json holds them
     under `script_evaluators`: its metrics, score and summary, or an `error` with its `output`
@@ -177,7 +221,7 @@ def run_script_evaluators(
     out: dict[str, dict[str, Any]] = {}
     for spec in run.scenario.spec.scripts.evaluators:
         command = script_command(spec, run.scenario)
-        result = run_in_scratch(command, workspace, env, spec.timeout_secs)
+        result = run_in_scratch(command, workspace, env, spec.timeout_secs, checks)
         record: dict[str, Any] = {
             "script": script_label(spec),
             "exit_code": result.exit_code,

@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,13 +19,16 @@ from typing import Any
 from llmtt import __version__
 from llmtt.agents.base import Agent, AgentExit, RunContext
 from llmtt.agents.registry import make_agent
+from llmtt.errors import LlmttError
 from llmtt.events import EventWriter
-from llmtt.execution.workspace import Workspace, WorkspaceError, prepare, run_setup
+from llmtt.execution import isolation
+from llmtt.execution.workspace import Workspace, WorkspaceError, prepare, run_setup, within
 from llmtt.plan.runs import Run
+from llmtt.process.sandbox.bwrap import Confinement, Sandbox, View, mounted
 from llmtt.process.shell import ShellResult, run_shell
 from llmtt.redaction import Redactor
 from llmtt.scripted.server import ScriptedServer
-from llmtt.spec.config import CONTROL_VARIANT, ModelSpec, control_removes
+from llmtt.spec.config import CONTROL_VARIANT, ModelSpec, NetworkPolicy, control_removes
 from llmtt.spec.project import Project
 from llmtt.util.atomic import open_private, write_json
 
@@ -81,6 +84,7 @@ def execute_run(
             "stop_reason": outcome.reason or _stop_reason(run.dir / "events.jsonl"),
             "error": outcome.error,
             "free": agent.free or run.model == SCRIPTED,
+            "isolation": isolation.record(project.config),
             "structured_events": agent.structured_events,
         }
     )
@@ -102,6 +106,24 @@ def _run_agent(
             f"{run.agent} with model {run.model!r} can spend money; set LLMTT_ENABLED=1 to allow "
             f"paid runs (model=scripted rehearses for free)"
         )
+    try:
+        base = isolation.sandbox(
+            project.root,
+            project.results_dir,
+            project.config,
+            *agent.install_paths(),
+            *isolation.target_program(run.target.binary),
+        )
+        network = project.config.isolation.network
+        setup_hosts = isolation.destinations(network.setup, None)
+    except LlmttError as exc:
+        return _error(str(exc))
+    mounts = run.scenario.spec.mounts
+    if mounts and base is None:
+        return _error(
+            "the scenario's `mounts` need the sandbox, and runs are unconfined "
+            "([isolation] mode or LLMTT_ISOLATION is none)"
+        )
     variant_files = {}
     removes: list[str] = []
     if run.variant == CONTROL_VARIANT:
@@ -111,30 +133,81 @@ def _run_agent(
             variant_files[dest] = project.root / src
     try:
         ws = prepare(run.dir, run.scenario.fixture_dir, variant_files, removes)
+        view = _view(ws, mounts)
     except WorkspaceError as exc:
         return _error(str(exc))
     env = ws.env(run.target.env)
     setup = run.scenario.spec.setup
     timeout = setup.timeout_secs or project.config.run.setup_timeout_secs
-    failed = run_setup(setup.commands, cwd=ws.workspace, env=env, timeout_secs=timeout)
-    if failed is not None:
-        return _failed("setup command", failed)
-    if run.target.health_check:
-        # After the setup: the tool must work in the workspace the agent is given.
-        health = run_shell(run.target.health_check, cwd=ws.workspace, env=env, timeout_secs=timeout)
-        if not health.ok:
-            return _failed("target health check", health)
+    with isolation.confined(base, view, setup_hosts) as confine:
+        failed = run_setup(
+            setup.commands, cwd=ws.workspace, env=env, timeout_secs=timeout, confine=confine
+        )
+        if failed is not None:
+            return _failed("setup command", failed)
+        if run.target.health_check:
+            # After the setup: the tool must work in the workspace the agent is given.
+            health = run_shell(
+                run.target.health_check,
+                cwd=ws.workspace,
+                env=env,
+                timeout_secs=timeout,
+                confine=confine,
+            )
+            if not health.ok:
+                return _failed("target health check", health)
     env.update(agent.settings.env)
     guidance = _guidance(list(variant_files), ws.workspace)
-    launch = _Launch(ws, env, guidance, project.config.models, project.redactor(), budget)
+    launch = _Launch(
+        ws, env, guidance, project.config.models, project.redactor(), budget, network.agent
+    )
     if run.model == SCRIPTED and agent.needs_model:
         # The scripted model lives exactly as long as the run that needs it.
         log = run.dir / "scripted.log"
         log.unlink(missing_ok=True)
         spec = run.scenario.spec
         with ScriptedServer(spec.scripted or spec.solution, log=log) as server:
-            return _launch(run, agent, launch, server.url)
-    return _launch(run, agent, launch, None)
+            hosts = [server.url]
+            return _confined_launch(run, agent, launch, (base, view, hosts), server.url)
+    urls = agent.model_urls(run.model) if run.model else []
+    if urls is None:
+        urls = []
+        if network.agent == isolation.MODEL or isolation.MODEL in network.agent:
+            return _error(
+                f"llmtt does not know where {run.agent} reaches model {run.model!r}, so its "
+                "sandbox cannot let it through: give [models] api_base for it, or list the "
+                "host in [isolation.network] agent"
+            )
+    return _confined_launch(run, agent, launch, (base, view, urls), None)
+
+
+def _confined_launch(
+    run: Run,
+    agent: Agent,
+    launch: _Launch,
+    confinement: tuple[Sandbox | None, View, list[str]],
+    url: str | None,
+) -> AgentExit:
+    """The agent's run in its sandbox, reaching what [isolation.network] agent allows."""
+    base, view, model_urls = confinement
+    try:
+        model = [isolation.host_port(u) for u in model_urls]
+        hosts = isolation.destinations(launch.network, model)
+    except LlmttError as exc:
+        return _error(str(exc))
+    with isolation.confined(base, view, hosts) as confine:
+        return _launch(run, agent, launch, url, confine)
+
+
+def _view(ws: Workspace, mounts: Mapping[str, str]) -> View:
+    """What the setup and the agent see: the workspace and HOME, their /tmp, the `mounts`."""
+    for folder in mounts.values():
+        path = ws.workspace / folder
+        if not within(ws.workspace, path.resolve()):
+            raise WorkspaceError(f"mounts: {folder!r} leads outside the workspace")
+    return mounted(
+        View(cwd=ws.workspace, writable=(ws.workspace, ws.home), tmp=ws.tmp), ws.workspace, mounts
+    )
 
 
 @dataclass(frozen=True)
@@ -147,9 +220,12 @@ class _Launch:
     models: dict[str, ModelSpec]
     redact: Redactor  # for the event log; the transcript, kept raw, is private to its owner
     session_budget: Callable[[float], str | None] | None
+    network: NetworkPolicy = "model"  # [isolation.network] agent
 
 
-def _launch(run: Run, agent: Agent, launch: _Launch, url: str | None) -> AgentExit:
+def _launch(
+    run: Run, agent: Agent, launch: _Launch, url: str | None, confine: Confinement | None
+) -> AgentExit:
     events_part = run.dir / "events.jsonl.part"
     transcript_part = run.dir / "transcript.raw.txt.part"
     with open(events_part, "w", encoding="utf-8") as events, open_private(transcript_part) as raw:
@@ -170,6 +246,7 @@ def _launch(run: Run, agent: Agent, launch: _Launch, url: str | None) -> AgentEx
             max_usd=run.scenario.spec.cost.max_usd,
             models=launch.models,
             session_budget=launch.session_budget,
+            confine=confine,
         )
         result = agent.run(ctx)
     os.replace(events_part, run.dir / "events.jsonl")

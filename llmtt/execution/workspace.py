@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmtt.errors import LlmttError
+from llmtt.process.sandbox.bwrap import Confinement
 from llmtt.process.shell import ShellResult, run_shell, tool_path
 
 # Variables passed through from the caller's environment; everything else is left behind so
@@ -52,6 +53,11 @@ class Workspace:
     workspace: Path
     home: Path
 
+    @property
+    def tmp(self) -> Path:
+        """The run's own /tmp in its sandbox."""
+        return self.root / "tmp"
+
     def env(self, *layers: Mapping[str, str]) -> dict[str, str]:
         """An isolated environment: HOME and XDG inside the run, then each layer on top."""
         env = {name: os.environ[name] for name in PASSTHROUGH if name in os.environ}
@@ -83,7 +89,7 @@ def prepare(
     workspace.
     """
     ws = Workspace(run_dir, run_dir / "workspace", run_dir / "home")
-    for folder in (ws.workspace, ws.home):
+    for folder in (ws.workspace, ws.home, ws.tmp):
         if folder.exists():
             shutil.rmtree(folder)
     if fixture is not None:
@@ -95,6 +101,7 @@ def prepare(
     for dest, source in variant_files.items():
         _place_variant_file(ws.workspace, dest, source)
     make_home(ws.home)
+    ws.tmp.mkdir()
     # Agents that run commands in a login shell (codex: `bash -lc`) get PATH reset by
     # /etc/profile; the run's own profile puts the tools found beside llmtt back.
     profile = f'export PATH="{tool_path()}"\n'
@@ -145,11 +152,16 @@ def _place_variant_file(workspace: Path, dest: str, source: Path) -> None:
 
 
 def run_setup(
-    commands: list[str], *, cwd: Path, env: Mapping[str, str], timeout_secs: float
+    commands: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_secs: float,
+    confine: Confinement | None = None,
 ) -> ShellResult | None:
     """Run setup commands in order; return the first that failed, or None when all passed."""
     for command in commands:
-        result = run_shell(command, cwd=cwd, env=env, timeout_secs=timeout_secs)
+        result = run_shell(command, cwd=cwd, env=env, timeout_secs=timeout_secs, confine=confine)
         if not result.ok:
             return result
     return None

@@ -399,12 +399,14 @@ def _tops(folder: Path) -> dict[str, tuple[int, int]]:
 def node_run(root: Path, job: Job, task: Path) -> tuple[Any, Any]:
     """The project and run behind a job on this node, its results in the folder `task`;
     RemoteError when its keys differ from the controller's."""
+    from llmtt.execution import isolation
     from llmtt.plan.cache import RunSpec
     from llmtt.plan.runs import build_plan
     from llmtt.spec.project import load_project
     from llmtt.spec.selection import Selection
 
     project = load_project(root, only=root / job.scenario)
+    isolation.check(project.config)  # this node confines its runs as the controller's would
     paths = project.config.paths.model_copy(update={"results": str(task)})
     project = replace(project, config=project.config.model_copy(update={"paths": paths}))
     plan = build_plan(project, Selection.from_variables(job.selection), part=True)

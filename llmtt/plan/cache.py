@@ -70,6 +70,7 @@ class TaskPlan:
     runs: list[RunSpec]
     aggregate_key: Key
     executor: dict[str, Any]  # [executor], as plain JSON
+    isolation: str = "bwrap"  # [isolation] mode
 
     @classmethod
     def of(cls, plan: Plan) -> TaskPlan:
@@ -80,6 +81,7 @@ class TaskPlan:
             [RunSpec.of(run) for run in plan.runs],
             plan.aggregate_key,
             plan.project.config.executor.model_dump(),
+            plan.project.config.isolation.mode,
         )
 
     def task_names(self) -> set[str]:
@@ -119,6 +121,7 @@ class TaskPlan:
             "budget_max_usd": self.budget_max_usd,
             "aggregate_key": self.aggregate_key,
             "executor": self.executor,
+            "isolation": self.isolation,
             "keys": table,
             "runs": runs,
         }
@@ -137,6 +140,7 @@ class TaskPlan:
             runs,
             data["aggregate_key"],
             data["executor"],
+            data.get("isolation", "bwrap"),
         )
 
 

@@ -360,6 +360,8 @@ def _scenario_keys(
             "limits": hash_value([timeout, max_turns, spec.cost.max_usd]),
             "fixture": fixture,
             "target": hash_value([target.binary, target.env, version]),
+            # Where the task's absolute paths lead changes the task; no mounts keeps old keys.
+            **({"mounts": hash_value(spec.mounts)} if spec.mounts else {}),
         },
         solution=hash_value(spec.solution),
         evaluate={

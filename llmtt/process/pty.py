@@ -27,6 +27,7 @@ from ptyprocess import PtyProcess, PtyProcessError
 
 from llmtt.events import MAX_TEXT
 from llmtt.process import spawn
+from llmtt.process.sandbox.bwrap import Confinement
 from llmtt.process.tree import RunTree, become_subreaper, family, send_signal
 from llmtt.process.watchdog import marked
 
@@ -88,6 +89,7 @@ def run_in_pty(
     stdin_data: bytes | None = None,
     grace_secs: float = 1.0,
     stop: Callable[[], bool] | None = None,
+    confine: Confinement | None = None,
 ) -> ProcessResult:
     """Run `argv` under a PTY; at `timeout_secs` or its exit, end every process it started.
 
@@ -97,10 +99,12 @@ def run_in_pty(
     Killing takes at most `grace_secs` (TERM to KILL) plus KILL_WAIT_SECS. `argv[0]` is looked
     up in `env`'s PATH; a missing command or `cwd` raises FileNotFoundError. Other threads of
     this process must not start new-session children (start_new_session) during a run: they
-    would be taken for the run's own.
+    would be taken for the run's own. `confine`: in that sandbox.
     """
     if not cwd.is_dir():
         raise FileNotFoundError(f"working directory {cwd} does not exist")
+    if confine is not None:
+        argv = confine.wrap(argv)  # bubblewrap looks the command up inside
     executable = _executable(argv, cwd, env)
     become_subreaper()
     me = os.getpid()

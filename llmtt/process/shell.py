@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from llmtt.process.sandbox.bwrap import Confinement
 from llmtt.process.watchdog import marked
 
 MAX_CAPTURE = 1_000_000
@@ -82,8 +83,10 @@ def run_shell(
     timeout_secs: float,
     combined: bool = False,
     keep_tail: bool = False,
+    confine: Confinement | None = None,
 ) -> ShellResult:
     """Run `command` with bash in `cwd`; never waits longer than `timeout_secs` (+ ~1 s).
+    `confine`: in that sandbox (its view's working folder is `cwd`).
 
     `combined`: stderr goes into `stdout`, interleaved in the order written (as a terminal
     shows them). Output past MAX_CAPTURE bytes is cut: its head is kept, and with `keep_tail`
@@ -91,8 +94,9 @@ def run_shell(
     """
     started = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        argv = ["bash", "-c", command]
         proc = subprocess.Popen(
-            ["bash", "-c", command],
+            confine.wrap(argv) if confine is not None else argv,
             cwd=cwd,
             env=marked(env),  # the watchdog's mark: ended even if this process is killed
             stdin=subprocess.DEVNULL,

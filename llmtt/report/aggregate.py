@@ -393,7 +393,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     gates_total: float = 0
     names = ("tool_calls_ok", "tool_calls_error", "turns", "input_tokens", "output_tokens")
     totals = dict.fromkeys(names, 0)
-    done = failed_as_expected = passed_unexpectedly = 0
+    done = failed_as_expected = passed_unexpectedly = unconfined = 0
     duration: float = 0
     for r in rows:
         outcome = r["outcome"]
@@ -407,6 +407,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if outcome not in ("pass", "fail"):
             continue
         done += 1
+        unconfined += r.get("isolation", "none") != "bwrap"
         # Weighted (bashkit-eval's overall rate); records written before weights count each
         # gate 1.
         gates_passed += r.get("gates_score", r.get("gates_passed")) or 0
@@ -432,6 +433,8 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "passed_unexpectedly": passed_unexpectedly,
         "errors": counts["error"],
         "missing": counts["missing"],
+        # outcomes the agent could have reached (README: "What a run can reach")
+        "unconfined": unconfined,
         "pass_rate": round(counts["pass"] / evaluated, 4) if evaluated else None,
         # bashkit-eval's partial rate: the share of all gates that passed, over every run
         "gate_rate": round(gates_passed / gates_total, 4) if gates_total else None,

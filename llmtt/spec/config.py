@@ -369,6 +369,51 @@ class ExecutorSpec(Strict):
     )
 
 
+NetworkPolicy = Literal["none", "model"] | list[Annotated[str, StringConstraints(min_length=1)]]
+
+
+class NetworkSpec(Strict):
+    """What a confined process may reach, by phase: `"none"`, `"model"` (the run's model
+    endpoint alone) or a list of hosts (`"pypi.org"`, `"host:port"`; port 443 unless given;
+    `"model"` in the list adds the model endpoint)."""
+
+    setup: NetworkPolicy = Field(
+        "none", description="The setup commands and the health check before the agent."
+    )
+    agent: NetworkPolicy = Field(
+        "model",
+        description="The agent CLI and the commands it runs (the litellm loop's commands: its "
+        "model is called by llmtt itself, so `model` gives them nothing).",
+    )
+    checks: NetworkPolicy = Field(
+        "none",
+        description="Gates, post scripts, script evaluators and the health check run as a gate.",
+    )
+
+
+class IsolationSpec(Strict):
+    """How runs are confined (README: "What a run can reach")."""
+
+    mode: Literal["bwrap", "none"] = Field(
+        "bwrap",
+        description='"bwrap": every process of a run in a bubblewrap sandbox that sees its '
+        'workspace, its own HOME and /tmp, and the system\'s programs read-only; "none": '
+        "unconfined, on purpose (every report says so). LLMTT_ISOLATION=none does the same.",
+    )
+    read_only: list[Annotated[str, StringConstraints(min_length=1)]] = Field(
+        default_factory=list,
+        description="More files and folders every confined process sees read-only, at their "
+        "own paths (relative: to the project folder; ~ is the user's HOME).",
+    )
+    read_write: list[Annotated[str, StringConstraints(min_length=1)]] = Field(
+        default_factory=list,
+        description="More folders every confined process sees read-write (shared by all runs).",
+    )
+    network: NetworkSpec = Field(
+        default_factory=NetworkSpec, description="What each phase may reach on the network."
+    )
+
+
 class Config(Strict):
     """The whole of `llmtt.toml`."""
 
@@ -406,6 +451,10 @@ class Config(Strict):
     )
     executor: ExecutorSpec = Field(
         default_factory=ExecutorSpec, description="Where runs are carried out (local or Ray)."
+    )
+    isolation: IsolationSpec = Field(
+        default_factory=IsolationSpec,
+        description="How runs are confined: sandbox, extra paths, network by phase.",
     )
     evaluators: dict[str, Annotated[str, StringConstraints(pattern=r"^[\w.]+:[\w.]+$")]] = Field(
         default_factory=dict,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -105,6 +105,12 @@ class Scenario(Strict):
     fixture: str | None = Field(
         None, description="Folder copied as the workspace, relative to this file."
     )
+    mounts: dict[str, str] = Field(
+        default_factory=dict,
+        description="Folders of the workspace seen at the absolute paths the task names "
+        '(`"/data": "data"`, `"/home/eval": "."`), by the agent, the setup and the gates; '
+        "needs the sandbox.",
+    )
     setup: SetupSpec = Field(
         default_factory=SetupSpec, description="Commands run in the workspace before the agent."
     )
@@ -133,6 +139,15 @@ class Scenario(Strict):
         None, description="Per-scenario overrides of [compare] (baseline, min_effect)."
     )
 
+    @field_validator("mounts")
+    @classmethod
+    def _mounts(cls, value: dict[str, str]) -> dict[str, str]:
+        for inside, folder in value.items():
+            problem = mount_problem(inside, folder)
+            if problem:
+                raise ValueError(f"{inside!r}: {problem}")
+        return value
+
     @field_validator("name")
     @classmethod
     def _name(cls, value: str | None) -> str | None:
@@ -141,6 +156,37 @@ class Scenario(Strict):
                 "use letters, digits, '_', '-' and '.', starting with a letter or digit"
             )
         return value
+
+
+# The system's programs and libraries that a sandbox shows read-only (llmtt.process.sandbox).
+SYSTEM_DIRS = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/sys",
+)
+# Where a workspace folder may not be seen: the system the sandbox is built from.
+RESERVED = (*SYSTEM_DIRS, "/proc", "/dev", "/run")
+
+
+def mount_problem(inside: str, folder: str) -> str | None:
+    """What is wrong with seeing workspace `folder` at `inside`, or None."""
+    path = PurePosixPath(inside)
+    if not path.is_absolute() or ".." in path.parts or path == PurePosixPath("/"):
+        return "the path the task names must be absolute, not / and without '..'"
+    for reserved in RESERVED:
+        if path == PurePosixPath(reserved) or path.is_relative_to(reserved):
+            return f"{reserved} is the system's in the sandbox; pick another path"
+    rel = PurePosixPath(folder)
+    if rel.is_absolute() or ".." in rel.parts:
+        return f"the folder {folder!r} must be a path inside the workspace (relative, no '..')"
+    return None
 
 
 class LoadedScenario(BaseModel):

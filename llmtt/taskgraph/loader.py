@@ -105,6 +105,11 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
             if command == "info":
                 check_info(pos_args, session.tasks.task_names(), session.selection)
             processes = _workers(session, command, self.given, self.options)
+            if command in RUNNERS and session.executor == "local":
+                from llmtt.execution import isolation
+
+                # Before any run: a run that cannot be confined is never started unconfined.
+                isolation.check_mode(session.tasks.isolation)
             if command in WRITERS:
                 self.lock_fd = _hold(session, command)
             session.begin(command, processes)

@@ -49,6 +49,7 @@ def row(
         "cost_usd": 0.01,
         "duration_secs": 2.5,
         "judge": None,
+        "isolation": "bwrap",
     }
 
 
@@ -64,6 +65,18 @@ def test_report_md_matches_its_snapshot(project: Project) -> None:
     if os.environ.get("LLMTT_UPDATE_SNAPSHOTS") == "1":
         SNAPSHOT.write_text(text)
     assert text == SNAPSHOT.read_text()
+
+
+def test_report_md_says_how_many_runs_ran_unconfined(project: Project) -> None:
+    project.write("llmtt.toml", "")
+    project.write("scenarios/s.yaml", "task: {prompt: x}\n")
+    rows = [row("commit", "v1", k, "pass", 0.0) for k in (1, 2, 3)]
+    rows[0]["isolation"] = "none"
+    del rows[1]["isolation"]  # recorded before llmtt confined runs
+    data = report_data(rows, "", "2026-01-01T00:00:00+00:00", None)
+    text = render(load_project(project.root), "report.md.j2", **data)
+    assert "**Unconfined: 2 of the evaluated runs ran without the sandbox**" in text
+    assert data["summary"]["unconfined"] == 2
 
 
 def test_report_md_words_absent_values_and_shows_composite_only_where_defined(

@@ -20,6 +20,7 @@ from llmtt import __version__
 from llmtt.agents.base import Agent, AgentExit, RunContext
 from llmtt.agents.registry import make_agent
 from llmtt.events import EventWriter
+from llmtt.execution.transcript import capped
 from llmtt.execution.workspace import Workspace, WorkspaceError, prepare, run_setup
 from llmtt.plan.runs import Run
 from llmtt.process.shell import ShellResult, run_shell
@@ -152,7 +153,10 @@ class _Launch:
 def _launch(run: Run, agent: Agent, launch: _Launch, url: str | None) -> AgentExit:
     events_part = run.dir / "events.jsonl.part"
     transcript_part = run.dir / "transcript.raw.txt.part"
-    with open(events_part, "w", encoding="utf-8") as events, open_private(transcript_part) as raw:
+    with (
+        open(events_part, "w", encoding="utf-8") as events,
+        capped(open_private(transcript_part)) as raw,
+    ):
         ctx = RunContext(
             run_id=run.run_id,
             scenario=run.scenario.spec,

@@ -126,7 +126,7 @@ UNREAD = "has a shape llmtt does not read"
 # The longest text an event keeps (a tool's output, a message, a line the agent printed): past
 # it, the head and the tail stay with a marker between them. A command printing 100 MB then
 # costs the harness no more memory or time than one printing 1 MB; the raw transcript keeps
-# what the agent's own stream carried.
+# what the agent's own stream carried, up to its own cap (llmtt.execution.transcript).
 MAX_TEXT = 1_000_000
 _CLIPPED = {"tool_result": "output", "output": "text", "message": "text"}
 

@@ -11,6 +11,9 @@ Strings shaped like keys (sk-, sk-ant-, gh*_, github_pat_, AKIA/ASIA, AIza, xox*
 private keys) are masked too, known or not. They are found by their fixed start and a few
 characters after it, so a key cut short is masked; a key llmtt does not know, whose start was
 cut off, cannot be recognised.
+
+The password of a URL (`postgres://app:PASSWORD@host`, `https://user:TOKEN@github.com/...`) is
+masked whatever it is, short or plain; the user name and the rest of the URL stay.
 """
 
 from __future__ import annotations
@@ -63,6 +66,10 @@ _SHAPE_HINTS = (
     *("sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AKIA", "ASIA", "AIza"),
     *("xox", "eyJ", "-----BEGIN"),
 )
+# A URL's user information with a password: `://`, a user name (maybe empty), `:`, the password
+# (up to the `@` that ends it; neither `/` nor white space nor a quote, which would end the URL
+# or the user part first).
+URL_PASSWORD = re.compile(r"(://[^\s/:@'\"`<>]*:)[^\s/@'\"`<>]+(?=@)")
 _PEM_END = re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 _PEM_BODY_LINE = re.compile(r"[A-Za-z0-9+/=]*|[A-Za-z-]+: .*")
 
@@ -115,6 +122,8 @@ class Redactor:
         text = values.mask(text)
         if any(hint in text for hint in _SHAPE_HINTS):
             text = KEY_SHAPES.sub(MASK, text)
+        if "://" in text:
+            text = URL_PASSWORD.sub(r"\1" + MASK, text)
         return _mask_pem_tails(text) if "-----END" in text else text
 
     def value(self, value: Any) -> Any:
@@ -174,10 +183,10 @@ class _Values:
         # Longest first: an alternation takes the first branch that matches.
         whole.sort(key=len, reverse=True)
         self.whole = re.compile("|".join(map(re.escape, whole))) if whole else None
-        # What every masking starts from, token-like secrets' pieces, key shapes' starts and a
-        # PEM key's END line, in one pass over a text: most texts hold none of them and are
-        # done at once (one scan for each of twenty strings took twice as long).
-        self.hints = _any_of({*self.anchors, *_SHAPE_HINTS, "-----END"})
+        # What every masking starts from, token-like secrets' pieces, key shapes' starts, a
+        # PEM key's END line and a URL's `://`, in one pass over a text: most texts hold none
+        # of them and are done at once (one scan for each of twenty strings took twice as long).
+        self.hints = _any_of({*self.anchors, *_SHAPE_HINTS, "-----END", "://"})
 
     def mask(self, text: str) -> str:
         """`text` with every known secret, or run of one, replaced by the mask."""

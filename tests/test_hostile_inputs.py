@@ -157,6 +157,15 @@ CASES = [
     case("matrix-models-one-folder", {T: "[matrix]\nagents = ['litellm']\nmodels = ['a/b', 'a_b']\n"}, T, 3, "matrix.models[1]", "'a/b' and 'a_b' make the same run folder name 'a_b'"),
     case("matrix-agents-one-folder", {T: "[agents.'my agent']\ncommand = ['x']\n[agents.my_agent]\ncommand = ['y']\n[matrix]\nagents = ['my agent', 'my_agent']\n"}, T, 6, "matrix.agents[1]", "make the same run folder name 'my_agent'"),
     case("scenario-matrix-variant-twice", {T: "[variants.v]\nfiles = {}\n", S: OK + "matrix:\n  variants: [v, none, v]\n"}, S, 3, "matrix.variants[2]", "'v' is listed twice"),
+    # NUL bytes, which no command line or file name can hold (Python refused to start such a
+    # command with a traceback; a C string would have run it cut at the NUL)
+    case("nul-in-a-solution-command", {S: OK + 'solution: [ls, "echo a\\0; rm -rf b"]\n'}, S, 2, "solution[1]", "contains a NUL byte (character 7)"),
+    case("nul-in-a-setup-command", {S: OK + 'setup:\n  commands: ["true\\0"]\n'}, S, 3, "setup.commands[0]", "contains a NUL byte"),
+    case("nul-in-a-gate-command", {S: OK + 'evaluation:\n  gates:\n    - {type: command_succeeds, command: "test\\0"}\n'}, S, 4, "evaluation.gates[0].command", "contains a NUL byte", "(gate 1)"),
+    case("nul-in-a-script-command", {S: OK + 'scripts:\n  post: [{command: "a\\0"}]\n'}, S, 3, "scripts.post[0].command", "contains a NUL byte"),
+    case("nul-in-a-gate-path", {S: OK + 'evaluation:\n  gates: [{type: file_exists, path: "a\\0b"}]\n'}, S, 3, "evaluation.gates[0].path", "contains a NUL byte"),
+    case("nul-in-a-check-path", {S: OK + 'evaluation:\n  gates: [{type: check, check: "file_exists:/a\\0"}]\n'}, S, 3, "evaluation.gates[0].check", "contains a NUL byte"),
+    case("nul-in-the-health-check", {T: '[target]\nhealth_check = "git\\u0000 --version"\n'}, T, 2, "target.health_check", "contains a NUL byte"),
     # a judge that cannot run
     case("judge-scripted-in-a-scenario", {S: OK + "evaluation:\n  judge: {enabled: true, rubric: r.yaml, model: scripted}\n", R: RUBRIC}, S, 3, "evaluation.judge.model", "cannot be the scripted model"),
     case("judge-scripted-in-llmtt-toml", {T: "[run]\ntimeout_secs = 9\n[judge]\nmodel = 'scripted'\n", S: JUDGED, R: RUBRIC}, T, 4, "judge.model", "cannot be the scripted model"),

@@ -141,6 +141,51 @@ def test_known_key_shapes_are_masked(key: str) -> None:
     assert Redactor()(f'"{key}"') == f'"{MASK}"'
 
 
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        (
+            "postgres://app:hunter2@db.internal:5432/shop",
+            f"postgres://app:{MASK}@db.internal:5432/shop",
+        ),
+        (
+            "https://bot:ghx_plain7Token@github.com/org/repo.git",
+            f"https://bot:{MASK}@github.com/org/repo.git",
+        ),
+        ("redis://:pw@cache:6379/0", f"redis://:{MASK}@cache:6379/0"),  # no user name
+        ("amqp://u:p:a;ss@mq/vhost", f"amqp://u:{MASK}@mq/vhost"),  # a colon in the password
+        ("mysql://root:x@localhost", f"mysql://root:{MASK}@localhost"),  # one character
+    ],
+)
+def test_the_password_of_a_url_is_masked_and_its_user_and_host_kept(url: str, masked: str) -> None:
+    redact = Redactor()
+    assert redact(f"connecting to {url} now") == f"connecting to {masked} now"
+    assert redact(f'DATABASE_URL="{url}"') == f'DATABASE_URL="{masked}"'
+    assert redact(redact(url)) == masked
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https://example.com:8443/path?q=a@b",  # a port, then an @ past the path's /
+        "ssh://git@github.com/org/repo.git and git@github.com:org/repo.git",  # no password
+        "see http://host:80 or mail me@host",  # the white space ends the URL
+        "https://user@example.com/",
+    ],
+)
+def test_a_url_without_a_password_is_left(text: str) -> None:
+    assert Redactor()(text) == text
+
+
+def test_a_url_password_is_masked_in_the_event_log() -> None:
+    out = io.StringIO()
+    EventWriter(out, Redactor()).emit(
+        "tool_call", id="c1", command="psql postgres://app:Sw0rdfish@db/shop -c 'select 1'"
+    )
+    event = json.loads(out.getvalue())
+    assert event["command"] == f"psql postgres://app:{MASK}@db/shop -c 'select 1'"
+
+
 PEM = (
     "-----BEGIN RSA PRIVATE KEY-----\n"
     "MIIEowIBAAKCAQEA7bq98d3Kv5XwP0jK\n"

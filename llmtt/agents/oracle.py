@@ -21,6 +21,7 @@ class OracleAgent(Agent):
     def run(self, ctx: RunContext) -> AgentExit:
         """Run each solution command as one tool call; stop only when time runs out."""
         from llmtt.process.pty import run_in_pty
+        from llmtt.process.shell import REFUSED, nul_refusal
 
         started = time.monotonic()
         commands = ctx.scenario.solution
@@ -32,6 +33,11 @@ class OracleAgent(Agent):
             call_id = f"call_{index}"
             ctx.events.emit("tool_call", id=call_id, tool="bash", command=command)
             ctx.transcript.write(f"$ {command}\n".encode())
+            refused = nul_refusal(command)
+            if refused is not None:  # a scenario made in code: its file would not load
+                ctx.transcript.write(f"{refused}\n".encode())
+                ctx.events.emit("tool_result", id=call_id, output=refused, exit_code=REFUSED)
+                continue
             result = run_in_pty(
                 ["bash", "-c", command],
                 cwd=ctx.workspace,

@@ -99,6 +99,7 @@ def show(root: Path, name: str) -> int:
 
 def _show_run(folder: Path, run_id: str) -> int:
     from llmtt.util.atomic import read_json
+    from llmtt.util.text import printable
 
     result = folder / "result.json"
     if not result.is_file():
@@ -110,13 +111,13 @@ def _show_run(folder: Path, run_id: str) -> int:
     rows = read_json(report).get("runs", []) if report.is_file() else []
     verdicts = [r.get("verdict") for r in rows if r.get("run_id") == run_id]
     print(f"run {run_id}: {verdicts[0] if verdicts and verdicts[0] else record['outcome']}")
-    print(f"  reason: {record['outcome_reason']}")
+    print(f"  reason: {printable(record['outcome_reason'])}")
     gates_file = folder / "gates.json"
     gates = read_json(gates_file)["gates"] if gates_file.is_file() else []
     print(f"  gates: {record.get('gates_passed')}/{record.get('gates_total')} passed")
     for gate in gates:
         mark = "pass" if gate["passed"] else "FAIL"
-        print(f"    {gate['index']}. {mark} {gate['type']}: {gate.get('message', '')}")
+        print(f"    {gate['index']}. {mark} {gate['type']}: {printable(gate.get('message', ''))}")
     metrics = record.get("metrics") or {}
     shown = ("turns", "total_commands", "error_count", "help_invocations")
     print("  metrics: " + ", ".join(f"{k} {metrics.get(k, 'n/a')}" for k in shown))

@@ -37,6 +37,7 @@ def check(root: Path, subset: bool) -> int:
 
     from llmtt.results.baseline import check_summary
     from llmtt.util.atomic import read_json
+    from llmtt.util.text import printable
 
     report_path, baseline = _report_path(root)
     report = read_json(report_path)
@@ -46,6 +47,7 @@ def check(root: Path, subset: bool) -> int:
     if baseline.exists():
         covered, note = _coverage(report, read_json(baseline), baseline.name, subset)
         ok, text = ok and covered, text + note
+    text = printable(text)  # outcome reasons may quote what runs printed
     print(text, end="")
     summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary_file:

@@ -22,6 +22,7 @@ from llmtt.agents.registry import make_agent
 from llmtt.errors import LlmttError
 from llmtt.events import EventWriter
 from llmtt.execution import isolation
+from llmtt.execution.transcript import capped
 from llmtt.execution.workspace import Workspace, WorkspaceError, prepare, run_setup, within
 from llmtt.plan.runs import Run
 from llmtt.process.sandbox.bwrap import Confinement, Sandbox, View, mounted
@@ -228,7 +229,10 @@ def _launch(
 ) -> AgentExit:
     events_part = run.dir / "events.jsonl.part"
     transcript_part = run.dir / "transcript.raw.txt.part"
-    with open(events_part, "w", encoding="utf-8") as events, open_private(transcript_part) as raw:
+    with (
+        open(events_part, "w", encoding="utf-8") as events,
+        capped(open_private(transcript_part)) as raw,
+    ):
         ctx = RunContext(
             run_id=run.run_id,
             scenario=run.scenario.spec,

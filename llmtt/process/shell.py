@@ -25,6 +25,9 @@ from llmtt.process.sandbox.bwrap import Confinement
 from llmtt.process.watchdog import marked
 
 MAX_CAPTURE = 1_000_000
+# The exit code of a command refused for a NUL byte: bash's for a command it cannot execute
+# (as it says of a script file with a NUL byte in its first line).
+REFUSED = 126
 _MAX_POLL_MS = 2**31 - 1  # poll()'s longest wait; a longer timeout (or none: inf) waits again
 
 
@@ -75,6 +78,18 @@ class ShellResult:
         return self.exit_code
 
 
+def nul_refusal(command: str) -> str | None:
+    """Why `command` is not run, when it holds a NUL byte: a program's argument ends there, so
+    bash would be given another command (Python refuses to start it: "embedded null byte")."""
+    at = command.find("\0")
+    if at < 0:
+        return None
+    return (
+        f"llmtt: not run: the command contains a NUL byte (character {at + 1}), which no "
+        "command line can hold"
+    )
+
+
 def run_shell(
     command: str,
     *,
@@ -90,8 +105,15 @@ def run_shell(
 
     `combined`: stderr goes into `stdout`, interleaved in the order written (as a terminal
     shows them). Output past MAX_CAPTURE bytes is cut: its head is kept, and with `keep_tail`
-    its last bytes too (where a failing command says why).
+    its last bytes too (where a failing command says why). A command holding a NUL byte is
+    not run: it exits REFUSED, saying why on stderr.
     """
+    refused = nul_refusal(command)
+    if refused is not None:
+        said = refused + "\n"
+        return ShellResult(
+            command, REFUSED, said if combined else "", "" if combined else said, False, 0.0
+        )
     started = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         argv = ["bash", "-c", command]

@@ -237,7 +237,10 @@ def _posix_spawn(
 
 
 def _strings(items: list[bytes]) -> Any:
-    """A NULL-terminated array of C strings (kept alive by the array's own references)."""
+    """A NULL-terminated array of C strings (kept alive by the array's own references). An
+    item holding a NUL byte is refused, as subprocess refuses it: C would see it cut there."""
+    if any(b"\0" in item for item in items):
+        raise ValueError("embedded null byte")
     return (ctypes.c_char_p * (len(items) + 1))(*items, None)
 
 

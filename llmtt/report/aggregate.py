@@ -36,6 +36,7 @@ from llmtt.spec.config import VariantSpec
 from llmtt.spec.project import Project
 from llmtt.util.atomic import read_json, read_jsonl, write_json, write_text
 from llmtt.util.hashing import hash_file
+from llmtt.util.text import printable
 
 REPORT_FORMAT = 1
 
@@ -110,10 +111,12 @@ def aggregate(plan: Plan, adaptive: dict[str, Any] | None = None) -> dict[str, A
     trend["chart"] = history_chart(trend["points"], trend["lines"])
     trend = redact.value(trend)
     write_json(results / "report.json", data, compact=True)  # `data` is redacted above
-    write_text(results / "junit.xml", junit(data["runs"]), redact)
+    # What runs printed reaches these raw but for its terminal sequences and control
+    # characters, which would act on a terminal showing them and make junit.xml no XML.
+    write_text(results / "junit.xml", printable(redact(junit(data["runs"]))))
     html = _html(project, data, details, run_panels, trend)
-    write_text(results / "report.html", html, redact)
-    write_text(results / "report.md", render(project, "report.md.j2", **data), redact)
+    write_text(results / "report.html", printable(redact(html)))
+    write_text(results / "report.md", printable(redact(render(project, "report.md.j2", **data))))
     return data
 
 

@@ -14,6 +14,7 @@ from llmtt.results.baseline import group_label
 from llmtt.results.comparison import shown_end
 from llmtt.spec.project import Project
 from llmtt.util.atomic import read_json, read_jsonl, write_text
+from llmtt.util.text import printable
 
 PACKAGE_TEMPLATES = Path(__file__).parents[1] / "templates"
 
@@ -144,7 +145,8 @@ def render(project: Project, name: str, **context: Any) -> str:
 
 
 def render_evaluation(project: Project, run: Run) -> tuple[str, str]:
-    """Write the run's `evaluation.md` from its artifacts; return its outcome and reason."""
+    """Write the run's `evaluation.md` from its artifacts; return its outcome and reason (as
+    the console may show it)."""
     info = read_json(run.dir / "run.json")
     metrics = read_json(run.dir / "metrics.json")
     gates = read_json(run.dir / "gates.json")["gates"]
@@ -164,8 +166,8 @@ def render_evaluation(project: Project, run: Run) -> tuple[str, str]:
         judge=judge,
     )
     redact = project.redactor()
-    write_text(run.dir / "evaluation.md", text, redact)
-    return str(metrics["outcome"]), redact(str(metrics["outcome_reason"]))
+    write_text(run.dir / "evaluation.md", printable(redact(text)))
+    return str(metrics["outcome"]), printable(redact(str(metrics["outcome_reason"])))
 
 
 def paired_calls(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

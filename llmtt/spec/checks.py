@@ -102,6 +102,8 @@ _ARGUMENT = {
 
 def _workspace_path(path: str) -> str:
     """bashkit's `/a/b` (its VFS root is the workspace) as the workspace path `a/b`."""
+    if "\0" in path:
+        raise ValueError(f"path {path!r} contains a NUL byte, which no file name can hold")
     parts = PurePosixPath(path).parts
     rel = [p for p in parts if p not in ("/", ".")]
     if not rel or ".." in rel:

@@ -7,7 +7,14 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 from llmtt.errors import ConfigError
 from llmtt.spec.loading import read_toml
@@ -33,6 +40,22 @@ def check_regex(pattern: str | None) -> str | None:
     return pattern
 
 
+def check_command(command: str) -> str:
+    """A shell command that can be run: no NUL byte, which ends a program's argument (bash,
+    given the command as one, would see it cut there)."""
+    at = command.find("\0")
+    if at >= 0:
+        raise ValueError(
+            f"contains a NUL byte (character {at + 1}), which no command line can hold; to "
+            "make one, let the command print it (printf '\\0')"
+        )
+    return command
+
+
+# A shell command a user writes (a setup or solution command, a gate's, a health check).
+Command = Annotated[str, AfterValidator(check_command)]
+
+
 class TargetSpec(Strict):
     """The CLI tool under test. Every field is optional so scenarios can override a few."""
 
@@ -44,7 +67,7 @@ class TargetSpec(Strict):
     command_pattern: str | None = Field(
         None, description="Regex finding target commands in tool calls; group 1 = subcommand."
     )
-    version_command: str | None = Field(
+    version_command: Command | None = Field(
         None, description="Shell command whose output identifies the target's version."
     )
     env: dict[str, str] = Field(
@@ -52,7 +75,7 @@ class TargetSpec(Strict):
         description="Variables set for the agent, the setup commands, the scripts, the gates and "
         "the version command; a named target's or a scenario's env is merged over [target]'s.",
     )
-    health_check: str | None = Field(
+    health_check: Command | None = Field(
         None,
         min_length=1,
         description="Shell command verifying the tool works, run in the workspace after the "
@@ -121,7 +144,9 @@ class AgentSettings(Strict):
         description="A `command` agent without a parser: the prompt that starts each command "
         "line of its transcript (what follows is the command; no other line is counted).",
     )
-    version_command: str | None = Field(None, description="How to ask a `command` agent's version.")
+    version_command: Command | None = Field(
+        None, description="How to ask a `command` agent's version."
+    )
     free: bool = Field(
         False,
         description="A `command` agent that cannot spend money (e.g. a local model): it then "

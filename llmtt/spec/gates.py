@@ -10,7 +10,7 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, field_validator, model_validator
 
 from llmtt.spec.checks import parse_check
-from llmtt.spec.config import Strict, check_regex
+from llmtt.spec.config import Command, Strict, check_regex
 from llmtt.spec.validation import register_union_tags
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -18,6 +18,8 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 def check_relative(path: str) -> str:
     """A path inside the workspace: relative and never climbing out of it."""
+    if "\0" in path:
+        raise ValueError(f"contains a NUL byte, which no file name can hold ({path!r})")
     pure = PurePosixPath(path)
     if not path or pure.is_absolute() or ".." in pure.parts:
         raise ValueError(f"must be a relative path inside the workspace, without '..' ({path!r})")
@@ -73,7 +75,7 @@ class CommandSucceeds(GateBase):
     type: Literal["command_succeeds"] = Field(
         "command_succeeds", description="Passes when the command exits 0."
     )
-    command: str = Field(
+    command: Command = Field(
         description="Shell command run with bash on a scratch copy of the post-run workspace."
     )
 
@@ -85,7 +87,7 @@ class CommandOutputContains(GateBase):
         "command_output_contains",
         description="Passes when the command's stdout contains the substring.",
     )
-    command: str = Field(
+    command: Command = Field(
         description="Shell command run with bash on a scratch copy of the post-run workspace."
     )
     substring: str = Field(description="Text the command's stdout must contain.")
@@ -98,7 +100,7 @@ class CommandOutputMatches(GateBase):
         "command_output_matches",
         description="Passes when the pattern matches the command's stdout.",
     )
-    command: str = Field(
+    command: Command = Field(
         description="Shell command run with bash on a scratch copy of the post-run workspace."
     )
     pattern: str = Field(
@@ -119,7 +121,7 @@ class CommandJsonPath(GateBase):
     type: Literal["command_json_path"] = Field(
         "command_json_path", description="Asserts on a value of the command's JSON stdout."
     )
-    command: str = Field(
+    command: Command = Field(
         description="Shell command run with bash on a scratch copy of the post-run workspace."
     )
     path: str = Field(description="JSONPath (jsonpath-ng's extended syntax) into its stdout.")
@@ -198,7 +200,7 @@ class NoTranscriptErrors(GateBase):
 class ScriptSource(Strict):
     """Where a script comes from: a shell `command`, or the `path` of a script file."""
 
-    command: str | None = Field(
+    command: Command | None = Field(
         None,
         min_length=1,
         description="A shell command, run with bash in the workspace as it is written "

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from llmtt.errors import ConfigError
-from llmtt.spec.config import Strict, TargetSpec
+from llmtt.spec.config import Command, Strict, TargetSpec
 from llmtt.spec.evaluation import EvaluationSpec, ScriptsSpec
 from llmtt.spec.gates import NAME_RE, ScriptGate, ScriptSource
 from llmtt.spec.loading import Loc, read_yaml
@@ -30,7 +30,7 @@ class TaskSpec(Strict):
 class SetupSpec(Strict):
     """Shell commands run in the workspace before the agent starts."""
 
-    commands: list[str] = Field(
+    commands: list[Command] = Field(
         default_factory=list,
         description="Run with bash in the workspace, in order, before the agent; one that fails "
         "means the run cannot be carried out.",
@@ -114,7 +114,7 @@ class Scenario(Strict):
     setup: SetupSpec = Field(
         default_factory=SetupSpec, description="Commands run in the workspace before the agent."
     )
-    solution: list[str] = Field(
+    solution: list[Command] = Field(
         default_factory=list, description="Reference shell commands, run by the oracle agent."
     )
     scripted: ScriptedSession | None = Field(

@@ -22,6 +22,7 @@ from llmtt.plan.cache import RunSpec, TaskPlan
 from llmtt.taskgraph.depfile import record_values
 from llmtt.taskgraph.warm import warm_evaluation
 from llmtt.util.atomic import read_json, read_jsonl
+from llmtt.util.text import printable
 
 if TYPE_CHECKING:
     from llmtt.plan.runs import Run
@@ -30,10 +31,16 @@ if TYPE_CHECKING:
 
 
 def console(text: str) -> str:
-    """A message with secrets masked (imported only when there is one to print)."""
+    """A message with secrets masked (imported only when there is one to print) and the
+    terminal sequences and control characters of what a run printed made inert."""
     from llmtt.redaction import console as masked
 
-    return masked(text)
+    return printable(masked(text))
+
+
+def _outcome_line(run_id: str, record: dict[str, Any]) -> str:
+    """`llmtt: RUN: PASS - reason`: a record is redacted, but its reason may quote output."""
+    return printable(f"llmtt: {run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
 
 
 def _guarded(action: Callable[..., Any]) -> Callable[..., Any]:
@@ -119,7 +126,7 @@ def evaluate_action(session: Session, spec: RunSpec) -> dict[str, Any]:
         store = ResultsStore(project.results_dir, project.redactor())
         record = evaluate_run(project, run, store, purse)
     if record is not None and record["outcome"] != "error":
-        print(f"llmtt: {run.run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
+        print(_outcome_line(run.run_id, record))
     values: dict[str, Any] = {"status": "ok"}
     metrics = read_json(run.dir / "metrics.json")
     refused = (metrics.get("evaluators") or {}).get("refused")
@@ -237,7 +244,7 @@ def judge_action(session: Session, spec: RunSpec) -> dict[str, Any]:
         # Not judged (no budget, no key...): the layer stays pending, the reports list the run.
         values = {"status": "error", "error": record["outcome_reason"]}
     else:
-        print(f"llmtt: {run.run_id}: {record['outcome'].upper()} - {record['outcome_reason']}")
+        print(_outcome_line(run.run_id, record))
     # What was paid for is on record now, even if doit is killed before it saves the task.
     deps = [os.path.join(spec.dir, n) for n in ("metrics.json", "gates.json")]
     record_values(session.dep_file, key, _saved(spec, "judge", values), deps)
@@ -277,7 +284,7 @@ def aggregate_action(session: Session) -> TaskFailed | None:
     if errored:
         lines = "\n".join(f"  {r['run_id']}: {r['outcome_reason']}" for r in errored)
         return TaskFailed(
-            f"{len(errored)} run(s) could not be carried out (they stay pending):\n{lines}"
+            console(f"{len(errored)} run(s) could not be carried out (they stay pending):\n{lines}")
         )
     return None
 

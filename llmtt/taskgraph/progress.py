@@ -16,6 +16,8 @@ from typing import Any
 
 from doit.reporter import ExecutedOnlyReporter
 
+from llmtt.util.text import printable
+
 
 def quiet(verbosity: object) -> bool:
     """doit's verbosity 0 (`-v 0`, as doit parsed it), or LLMTT_QUIET=1."""
@@ -71,7 +73,8 @@ class ProgressReporter(ExecutedOnlyReporter):  # type: ignore[misc]  # doit is u
 
     def _say(self, text: str) -> None:
         if not self.quiet:
-            self.write(f"llmtt: {text}\n")
+            # A run's error may quote what its setup printed, terminal sequences and all.
+            self.write(f"llmtt: {printable(text)}\n")
             flush = getattr(self.outstream, "flush", None)
             if flush is not None:
                 flush()

@@ -28,3 +28,25 @@ _ANSI = re.compile(
 def strip_ansi(text: str) -> str:
     """Terminal control sequences removed."""
     return _ANSI.sub("", text)
+
+
+# What no terminal, Markdown or HTML viewer, or XML parser is handed raw: C0 controls but tab and
+# newline, DEL, C1 controls (U+009B starts a control sequence on some terminals), lone halves of
+# UTF-16 pairs and the two non-characters XML 1.0 forbids.
+_UNSHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def printable(text: str) -> str:
+    """Text from a run (a command's output, an error quoting it) made safe to show on a
+    terminal, in Markdown or HTML, or in XML: terminal sequences removed, carriage returns made
+    line ends, and every other control character but tab and newline written as an escape
+    (`\\x1b`). Apply it after redaction: an escape glued to a key could hide the key's shape."""
+    if _UNSHOWN.search(text) is None:
+        return text
+    text = strip_ansi(text).replace("\r\n", "\n").replace("\r", "\n")
+    return _UNSHOWN.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

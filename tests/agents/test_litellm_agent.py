@@ -465,9 +465,11 @@ def run_loop(
     max_turns: int = 10,
     timeout_secs: float = 30,
     budget: Callable[[float], str | None] | None = None,
+    out: io.StringIO | None = None,
 ) -> tuple[AgentExit, dict[str, Any]]:
-    """Run the loop in this process; its exit and the `complete` event it ended its log with."""
-    out = io.StringIO()
+    """Run the loop in this process; its exit and the `complete` event it ended its log with
+    (the whole log in `out`, when given)."""
+    out = io.StringIO() if out is None else out
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
     remote = ModelSpec(
@@ -530,3 +532,17 @@ def test_the_exit_says_why_the_loop_stopped_at_its_time_or_budget(tmp_path: Path
         assert broke.reason == broke.error == complete["reason"] == spent
         done, complete = run_loop(tmp_path, "scripted", url=server.url)
         assert done.reason is None and "reason" not in complete and done.natural_stop
+
+
+def test_a_tool_call_with_a_nul_byte_is_answered_and_the_loop_goes_on(tmp_path: Path) -> None:
+    """Python refuses to start such a command ("embedded null byte"): raised out of the loop,
+    it ended the run with a traceback and no run.json, so every `doit run` paid for it again."""
+    out = io.StringIO()
+    with ScriptedServer(["echo a\0; touch cut", "echo after"]) as server:
+        ended, complete = run_loop(tmp_path, "scripted", url=server.url, out=out)
+    assert (ended.natural_stop, ended.error, complete["turns"]) == (True, None, 3)
+    results = [json.loads(line) for line in out.getvalue().splitlines()]
+    nul, after = [e for e in results if e["event"] == "tool_result"]
+    assert nul["exit_code"] == 126 and "contains a NUL byte (character 7)" in nul["output"]
+    assert after["exit_code"] == 0 and after["output"] == "after\n"
+    assert not (tmp_path / "workspace" / "cut").exists()

@@ -167,3 +167,15 @@ def test_gate_commands_get_the_given_env(ws: Path) -> None:
         c2,
     )
     assert result[0]["passed"]
+
+
+def test_a_gate_command_with_a_nul_byte_fails_saying_why(ws: Path) -> None:
+    """Its scenario file does not load (tests/test_hostile_inputs.py); a gate made in code is
+    refused where it would run, and the gates after it still run."""
+    from llmtt.spec.gates import CommandSucceeds
+
+    nul = CommandSucceeds.model_construct(command="test -f notes.md\0", type="command_succeeds")
+    results = run_gates([nul, *gates({"type": "file_exists", "path": "notes.md"})], ctx(ws))
+    assert results[0]["passed"] is False and results[0]["exit_code"] == 126
+    assert "contains a NUL byte" in results[0]["message"]
+    assert results[1]["passed"] is True

@@ -11,7 +11,7 @@ import pytest
 from llmtt.errors import LlmttError
 from llmtt.events import EventWriter, read_events
 from llmtt.execution.workspace import prepare, run_setup
-from llmtt.process.shell import MAX_CAPTURE, run_shell
+from llmtt.process.shell import MAX_CAPTURE, REFUSED, run_shell
 
 ENV = {"PATH": os.environ["PATH"]}
 
@@ -50,6 +50,20 @@ def test_run_shell_has_no_terminal_and_reports_a_signal_death(tmp_path: Path, wa
     assert killed.describe() == "killed by signal 9" and not killed.ok
     slow = run_shell("sleep 30", cwd=tmp_path, env=ENV, timeout_secs=0.2)
     assert (slow.signal, slow.shell_exit_code) == (None, None)  # stopped by us: unknown
+
+
+def test_a_command_with_a_nul_byte_is_refused_with_a_result_not_a_traceback(tmp_path: Path) -> None:
+    """Python raises "embedded null byte" at such a command; a model's tool call, a gate or a
+    setup command holding one gets an exit code and a line saying why instead."""
+    (tmp_path / "b").write_text("kept")
+    command = "echo a\0; rm b"
+    apart = run_shell(command, cwd=tmp_path, env=ENV, timeout_secs=5)
+    said = "llmtt: not run: the command contains a NUL byte (character 7), which no command line can hold\n"
+    assert (apart.exit_code, apart.stdout, apart.stderr) == (REFUSED, "", said)
+    assert apart.describe() == "exit 126" and not apart.ok and apart.command == command
+    merged = run_shell(command, cwd=tmp_path, env=ENV, timeout_secs=5, combined=True)
+    assert (merged.exit_code, merged.stdout, merged.stderr) == (REFUSED, said, "")
+    assert (tmp_path / "b").exists()  # nothing of it ran
 
 
 def test_run_shell_combines_output_in_order_and_decodes_any_bytes(tmp_path: Path) -> None:

@@ -63,3 +63,11 @@ def test_a_look_at_the_terminal_cut_short_by_the_descriptor_limit_is_made_again(
     assert spawn._BY_NAME == []  # and not remembered
     monkeypatch.setattr(os, "open", real_open)
     assert spawn.available() and spawn._BY_NAME == [True]
+
+
+def test_an_argument_with_a_nul_byte_is_refused_not_run_cut_short(tmp_path: Path) -> None:
+    """A C string ends at its first NUL: `echo a\\0; touch b` would have run as `echo a`."""
+    with pytest.raises(ValueError, match="embedded null byte"):
+        spawn.spawn("/bin/sh", ["sh", "-c", "echo a\0; touch b"], ENV, tmp_path, (50, 220), ())
+    with pytest.raises(ValueError, match="embedded null byte"):
+        spawn.spawn("/bin/sh", ["sh", "-c", "true"], {"X": "a\0b"}, tmp_path, (50, 220), ())

@@ -2,7 +2,9 @@
 
 Each record `{id, category, description, system, prompt, files, expectations}` becomes
 `<out>/<id>.yaml`: `prompt` the task, `category` a tag, `files` the fixture (bashkit's file
-system root is the workspace), `system` the fixture's AGENTS.md (the guidance the agents read),
+system root is the workspace, so each top folder the task names, such as /data or /home, is a
+scenario `mount` of the workspace's folder of that name, and prompts with absolute paths work
+unchanged in the sandbox), `system` the fixture's AGENTS.md (the guidance the agents read),
 each expectation a `check` gate with its weight, and an `llm_judge:PROMPT` expectation an
 `llm_judge` evaluator whose criterion an `evaluator` gate requires. A `--solutions` file
 (JSON lines `{id, solution: [commands]}`) gives the oracle a reference solution. A record that
@@ -24,9 +26,12 @@ import yaml
 
 from llmtt.errors import LlmttError
 from llmtt.spec.checks import parse_check
+from llmtt.spec.scenario import mount_problem
 
 GUIDANCE = "AGENTS.md"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+# The first folder of an absolute path in a task's text (not a URL's, nor "and/or").
+ABSOLUTE = re.compile(r"(?<![\w.~:/-])/([A-Za-z0-9_][\w.-]*)")
 JUDGE_TEMPLATE = """\
 {prompt}
 
@@ -134,6 +139,7 @@ def _scenario(
     prompt = record["prompt"]
     if not isinstance(prompt, str) or not prompt.strip():
         raise TypeError("prompt must be a non-empty string")
+    record_paths = [str(p) for p in (record.get("files") or {})]
     files = _files(record.get("files") or {})
     system = record.get("system")
     if isinstance(system, str) and system.strip():
@@ -183,6 +189,11 @@ def _scenario(
     scenario["task"] = {"prompt": prompt}
     if files:
         scenario["fixture"] = _relative(fixtures / name, out)
+    named = [prompt, *(str(e.get("check", "")) for e in record["expectations"]), *record_paths]
+    mounts = _mounts(named)
+    if mounts:
+        # bashkit's file system root is the workspace: the task's /data is its data folder.
+        scenario["mounts"] = mounts
     if name in solutions:
         scenario["solution"] = solutions[name]
     evaluation: dict[str, Any] = {"gates": gates}
@@ -190,6 +201,13 @@ def _scenario(
         evaluation["evaluators"] = evaluators
     scenario["evaluation"] = evaluation
     return scenario, files, name, left_out
+
+
+def _mounts(texts: list[str]) -> dict[str, str]:
+    """Each top folder the task's absolute paths name, seen there from the workspace; the
+    system's own folders (/dev/null, /usr/bin, ...) are the sandbox's and stay so."""
+    tops = sorted({m.group(1) for text in texts for m in ABSOLUTE.finditer(text)})
+    return {f"/{top}": top for top in tops if mount_problem(f"/{top}", top) is None}
 
 
 def _files(files: Any) -> dict[str, str]:

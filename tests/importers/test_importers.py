@@ -52,6 +52,8 @@ def test_records_that_cannot_be_carried_over_are_reported_by_line(project: Proje
     assert "wrote 4 scenario(s) to scenarios" in done.stdout
     written = sorted(p.name for p in (project.root / "scenarios").glob("*.yaml"))
     assert written == ["copy-file.yaml", "count-lines.yaml", "judged.yaml", "make-dirs.yaml"]
+    copy = yaml.safe_load((project.root / "scenarios" / "copy-file.yaml").read_text())
+    assert copy["mounts"] == {"/data": "data", "/out": "out"}  # the folders its paths name
     fixture = project.root / "scenarios" / "fixtures" / "copy-file"
     assert (fixture / "data" / "in.txt").read_text() == "alpha\nbeta\n"
     assert (fixture / "AGENTS.md").read_text() == "You are a careful shell user."

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from llmtt.process.sandbox.bwrap import Confinement
+from llmtt.process.tree import become_subreaper
 from llmtt.process.watchdog import marked
 
 MAX_CAPTURE = 1_000_000
@@ -117,6 +118,10 @@ def run_shell(
     started = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         argv = ["bash", "-c", command]
+        if confine is not None:
+            # bubblewrap's own process outlives the command by a moment: it is handed to this
+            # process and reaped here, not left to a system init that may never reap it.
+            become_subreaper()
         proc = subprocess.Popen(
             confine.wrap(argv) if confine is not None else argv,
             cwd=cwd,
@@ -169,22 +174,40 @@ def _wait(proc: subprocess.Popen[bytes], timeout_secs: float) -> int:
 
 
 def kill_group(pgid: int, grace_secs: float = 0.5) -> None:
-    """TERM then KILL every process left in a process group."""
+    """TERM then KILL every process left in a process group, reaping those that were handed
+    to this process (a subreaper: bubblewrap's own processes end after the command's exit)."""
     try:
         os.killpg(pgid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
         return
     deadline = time.monotonic() + grace_secs
-    while time.monotonic() < deadline:
+    pause = 0.0005  # most groups are gone within a millisecond: look again soon, then less often
+    while True:
+        _reap(pgid)
         try:
             os.killpg(pgid, 0)
         except (ProcessLookupError, PermissionError):
             return
-        time.sleep(0.02)
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(pause)
+        pause = min(pause * 2, 0.02)
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    _reap(pgid)
+
+
+def _reap(pgid: int) -> None:
+    """Collect the ended processes of group `pgid` that are this process's children."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-pgid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def _read(handle: BinaryIO, keep_tail: bool) -> str:

@@ -9,16 +9,17 @@ inside). `pipe` is shared with the harness's end (`relay.Relay`).
 
 from __future__ import annotations
 
+# The C modules, not `socket` and `threading`: their Python layers double the relay's start.
+import _socket
+import _thread
 import os
 import select
-import socket
 import sys
-import threading
 
 CHUNK = 65536
 
 
-def pipe(a: socket.socket, b: socket.socket) -> None:
+def pipe(a: _socket.socket, b: _socket.socket) -> None:
     """Pass bytes both ways until both sides have ended; then close both."""
     peer = {a: b, b: a}
     open_ = [a, b]
@@ -31,7 +32,7 @@ def pipe(a: socket.socket, b: socket.socket) -> None:
                     continue
                 open_.remove(sock)
                 try:
-                    peer[sock].shutdown(socket.SHUT_WR)
+                    peer[sock].shutdown(_socket.SHUT_WR)
                 except OSError:
                     pass
     except OSError:
@@ -41,26 +42,27 @@ def pipe(a: socket.socket, b: socket.socket) -> None:
         b.close()
 
 
-def _serve(listener: socket.socket, path: str) -> None:
+def _serve(listener: _socket.socket, path: str) -> None:
     while True:
-        conn, _ = listener.accept()
-        up = socket.socket(socket.AF_UNIX)
+        fd, _ = listener._accept()  # type: ignore[attr-defined]  # the C socket's accept
+        conn = _socket.socket(fileno=fd)
+        up = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             up.connect(path)
         except OSError:
             conn.close()
             up.close()
             continue
-        threading.Thread(target=pipe, args=(conn, up), daemon=True).start()
+        _thread.start_new_thread(pipe, (conn, up))
 
 
-def _listen(table: str) -> list[tuple[socket.socket, str]]:
+def _listen(table: str) -> list[tuple[_socket.socket, str]]:
     """`address,port,socket;...`: a listener per route."""
     listeners = []
     for entry in table.split(";"):
         address, port, path = entry.split(",")
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
         sock.bind((address, int(port)))
         sock.listen(64)
         listeners.append((sock, path))
@@ -77,11 +79,9 @@ def main(argv: list[str]) -> None:
             null = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
-            threads = [threading.Thread(target=_serve, args=pair) for pair in listeners]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            for pair in listeners[1:]:
+                _thread.start_new_thread(_serve, pair)
+            _serve(*listeners[0])  # until the sandbox ends
         os._exit(0)
     os.wait()
     for sock, _ in listeners:

@@ -47,6 +47,12 @@ def check(root: Path, subset: bool) -> int:
     if baseline.exists():
         covered, note = _coverage(report, read_json(baseline), baseline.name, subset)
         ok, text = ok and covered, text + note
+    unconfined = (report.get("summary") or {}).get("unconfined")
+    if unconfined:
+        text += (
+            f"Unconfined: {unconfined} of the evaluated runs ran without the sandbox; their "
+            "agents could reach the user's files and their own record.\n"
+        )
     text = printable(text)  # outcome reasons may quote what runs printed
     print(text, end="")
     summary_file = os.environ.get("GITHUB_STEP_SUMMARY")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Project, cli_project
+from tests.conftest import BIN, Project, cli_project
 
 CANARY = "sk-cnry5f3aZq81"
 
@@ -213,6 +214,10 @@ def test_the_same_probes_get_through_unconfined(tmp_path: Path, service: int) ->
         assert (
             "**Unconfined: 1 of the evaluated runs" in (project.results() / "report.md").read_text()
         )
+        checked = subprocess.run(
+            [str(BIN / "llmtt"), "check"], cwd=project.root, capture_output=True, text=True
+        )
+        assert "Unconfined: 1 of the evaluated runs" in checked.stdout, checked.stdout
     finally:
         (Path(sys.prefix) / "planted-by-agent").unlink(missing_ok=True)
 

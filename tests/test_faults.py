@@ -17,6 +17,8 @@ from conftest import Project
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import faults  # noqa: E402
 
+from llmtt.process.tree import read_stat  # noqa: E402
+
 SLOW = """\
 task: {prompt: Wait.}
 solution: ['sleep 30']
@@ -102,6 +104,63 @@ def test_sigterm_ends_the_agent_keeps_what_finished_and_exits_as_terminated(
 
 def _sleepers(project: Project) -> list[str]:
     return [p for p in faults.project_processes(project.root) if p.endswith("sleep 30")]
+
+
+def test_a_killed_worker_leaves_its_run_not_carried_out_and_the_others_finish(
+    project: Project,
+) -> None:
+    """A worker of `doit run -n 2` killed by a signal (the OOM killer, an agent's `kill -9
+    $PPID`): the invocation ends, non-zero; the run that worker carried out is recorded as not
+    carried out, saying why, and stays pending; the run under way in the other worker finishes,
+    and what the dead worker's run started (`nohup`: a terminal's hang-up leaves it) is ended.
+    Unconfined: a sandbox ends with the worker that started it (bwrap --die-with-parent)."""
+    project.write("llmtt.toml", '[target]\nbinary = "echo"\n\n[isolation]\nmode = "none"\n')
+    project.write(
+        "scenarios/a-killed.yaml",
+        "task: {prompt: Wait.}\nsolution: ['nohup sleep 31.5']\n"
+        "evaluation: {gates: [{type: file_exists, path: x}]}\n",
+    )
+    project.write(
+        "scenarios/b-kept.yaml",
+        "task: {prompt: Go.}\nsolution: ['sleep 2 && echo hi > x']\n"
+        "evaluation: {gates: [{type: file_exists, path: x}]}\n",
+    )
+    doit = _background(project, "run", "-n", "2")
+    _until(lambda: bool(_commands(project, "sleep 31.5") and _commands(project, "sleep 2")))
+    # Killed from outside, as the OOM killer does (an agent in the sandbox cannot reach it).
+    os.kill(_below(_commands(project, "sleep 31.5")[0], doit.proc.pid), signal.SIGKILL)
+    try:
+        _until(lambda: (project.results() / "a-killed/oracle/r1/run.json").exists(), 10)
+        # What the dead worker's run started is ended at once, not when doit ends.
+        assert not _commands(project, "sleep 31.5") and doit.proc.poll() is None
+        code, out = doit.wait(20)
+    finally:
+        doit.proc.kill()  # when it hangs
+    assert code == 1, out
+    cause = "the worker process carrying it out was killed by signal 9 (SIGKILL)"
+    assert f"llmtt: a-killed/oracle/r1: could not be carried out: {cause}" in out, out
+    assert "llmtt: b-kept/oracle/r1: PASS" in out, out
+    assert "Traceback" not in out, out
+    report = (project.results() / "report.md").read_text()
+    assert "| a-killed/oracle/r1 | error |" in report and cause in report, report
+    status = project.doit("list", "--status").out
+    assert "R a-killed/oracle/r1" in status and "U b-kept/oracle/r1" in status, status
+
+
+def _commands(project: Project, command: str) -> list[int]:
+    """The processes in the project running `command`."""
+    found = (line.split(" ", 1) for line in faults.project_processes(project.root))
+    return [int(pid) for pid, line in found if line == command]
+
+
+def _below(pid: int, top: int) -> int:
+    """The ancestor of process `pid` that is a child of process `top`."""
+    while True:
+        stat = read_stat(pid)
+        assert stat is not None, f"process {pid} ended before its ancestor below {top} was found"
+        if stat.ppid == top:
+            return pid
+        pid = stat.ppid
 
 
 def test_the_processes_of_an_invocation_killed_by_sigkill_are_ended_by_its_watchdog(

@@ -112,6 +112,21 @@ def agent_action(session: Session, spec: RunSpec) -> dict[str, Any]:
 
 
 @_guarded
+def agent_lost(session: Session, spec: RunSpec, cause: str) -> dict[str, Any]:
+    """An agent layer whose worker process died (`llmtt.taskgraph.runner`), in doit's main
+    process: the run recorded as not carried out, saying why (the reports show it, the next
+    `doit run` carries it out again); what it held of the session budget counts as spent, what
+    it cost being unknown. The layer's values, as `agent_action` returns them."""
+    from llmtt.execution.agent_layer import execute_run
+
+    project, run = session.run(spec)
+    if session.ledger is not None:
+        session.ledger.settle(f"{run.run_id}:agent", None, 0.0)
+    record = execute_run(project, run, refusal=cause)
+    return {"status": "error", "error": record["error"]}
+
+
+@_guarded
 def evaluate_action(session: Session, spec: RunSpec) -> dict[str, Any]:
     """The evaluate layer: metrics, gates and evaluators of the run."""
     from llmtt.evaluation.evaluate import evaluate_run

@@ -240,11 +240,15 @@ def _fork_workers() -> None:
     llmtt's must be forked. Each worker carries out runs with what its parent set up for the
     invocation: the session and its plans, the budget ledger, the project lock's descriptor,
     the SIGTERM handler and parent-death signal (signals.py), the watchdog's mark. Spawn or
-    forkserver (Python 3.14's default on Linux) would start workers that have none of it."""
+    forkserver (Python 3.14's default on Linux) would start workers that have none of it. And
+    doit's runner is llmtt's (`llmtt.taskgraph.runner`), which carries on when a worker dies."""
     import multiprocessing
+
+    from llmtt.taskgraph import runner
 
     if multiprocessing.get_start_method(allow_none=True) != "fork":
         multiprocessing.set_start_method("fork", force=True)
+    runner.install()  # a worker that dies ends neither the invocation nor the others' runs
 
 
 def _hold(session: Session, command: str) -> int:

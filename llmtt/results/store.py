@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from llmtt.errors import no_space
 from llmtt.redaction import Redactor
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def _recorded(db: Path, record: dict[str, Any]) -> bool:
             .fetchone()
         )
     except sqlite3.Error as exc:
-        raise OSError(errno.EIO, str(exc), str(db)) from None
+        raise _failed(exc, db) from None
     return row is not None and row[0] == evaluation
 
 
@@ -169,8 +170,13 @@ def _catch_up(path: Path, handle: BinaryIO) -> None:
     try:
         _insert_new_lines(db, handle)
     except sqlite3.Error as exc:  # e.g. its folder made read-only: say which file
-        raise OSError(errno.EIO, str(exc), str(db)) from None
+        raise _failed(exc, db) from None
     handle.seek(0, os.SEEK_END)
+
+
+def _failed(exc: Exception, db: Path) -> OSError:
+    """SQLite's error on results.db as an OSError naming the file (a full disk as such)."""
+    return OSError(errno.ENOSPC if no_space(exc) else errno.EIO, str(exc), str(db))
 
 
 # One connection per results.db and thread (a forked doit worker opens its own; so does each

@@ -35,7 +35,7 @@ from doit.cmd_base import DodoTaskLoader
 from doit.exceptions import InvalidDodoFile
 from doit.task import Task
 
-from llmtt.errors import LlmttError
+from llmtt.errors import LlmttError, no_space
 from llmtt.spec.selection import check_info
 from llmtt.taskgraph.actions import console
 from llmtt.taskgraph.progress import quiet
@@ -88,6 +88,8 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
             session.results.mkdir(parents=True, exist_ok=True)  # where doit's file goes
         except LlmttError as exc:
             fail(exc)
+        except OSError as exc:  # a full disk, a folder made read-only
+            fail(_environment(exc))
         self.session = session
         verbosity = self.given.get("verbosity")
         self.quiet = quiet(own.get("verbosity") if verbosity is None else verbosity)
@@ -115,6 +117,8 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
             session.begin(command, processes)
         except LlmttError as exc:
             fail(exc)
+        except OSError as exc:
+            fail(_environment(exc))
 
         if command == "run" and session.selection.adaptive:
             self._in_rounds(cmd, pos_args)
@@ -191,6 +195,12 @@ def _rounds(session: Session) -> str:
     rounds = sorted(session.rounds.items())
     parts = [f"{name} {r.repeats} repeats ({said[r.status]})" for name, r in rounds]
     return "; ".join(parts) or "no scenario compares variants"
+
+
+def _environment(exc: OSError) -> LlmttError:
+    """The environment's fault met while doit loads, as a user's error naming the file."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    return no_space(exc) or LlmttError(f"{where}{exc.strerror or exc}")
 
 
 def fail(exc: LlmttError) -> NoReturn:

@@ -3,15 +3,18 @@ between the two, tore a line in half, or deleted or rewrote one of them."""
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 import sqlite3
 from pathlib import Path
 
+import pytest
 from conftest import Project
 
+from llmtt.errors import no_space
 from llmtt.redaction import Redactor
-from llmtt.results.store import append_result, sync_results_db
+from llmtt.results.store import _connection, append_result, sync_results_db
 
 
 def _record(n: int) -> dict[str, object]:
@@ -155,3 +158,18 @@ def test_an_evaluation_that_returns_to_an_earlier_result_is_a_new_record(
     again = project.doit("run", env={"LLMTT_LABEL": "v4"})
     assert again.executed()[:1] == ["s/oracle/r1:evaluate"], again.out
     assert _lines(path) == records and _rows(path) == records
+
+
+def test_a_full_disk_under_results_db_is_said_as_such_naming_it(tmp_path: Path) -> None:
+    """SQLite's "database or disk is full" (a real one: results.db held to its size) is the
+    environment's ENOSPC naming results.db, which the layer reports as a full disk."""
+    path = tmp_path / "results.jsonl"
+    append_result(path, _record(1), Redactor())
+    _connection(path.with_suffix(".db")).execute("PRAGMA max_page_count = 1")
+    with pytest.raises(OSError) as raised:
+        append_result(path, {**_record(2), "outcome_reason": "x" * 100_000}, Redactor())
+    assert raised.value.errno == errno.ENOSPC
+    assert raised.value.filename == str(path.with_suffix(".db"))
+    assert str(no_space(raised.value)) == (
+        f"no space left on device writing {path.with_suffix('.db')}: free some space and run again"
+    )

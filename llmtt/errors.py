@@ -12,6 +12,8 @@ from pathlib import Path
 # The disk, or the user's quota on it, is full.
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 _SQLITE_FULL = 13  # SQLite's "database or disk is full" (SQLITE_FULL)
+# SQLite's "file is not a database" and "database disk image is malformed".
+_SQLITE_DAMAGED = (26, 11)  # SQLITE_NOTADB, SQLITE_CORRUPT
 
 
 class LlmttError(Exception):
@@ -75,3 +77,10 @@ class ConfigError(LlmttError):
     ) -> ConfigError:
         """Build an error that holds a single problem."""
         return cls([Problem(file, line, field, message)])
+
+
+def damaged_database(exc: BaseException) -> bool:
+    """Whether `exc` is SQLite's word that a database file is damaged (not a database, or
+    malformed), rather than that it could not be reached or written."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in _SQLITE_DAMAGED

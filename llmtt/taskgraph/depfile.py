@@ -25,9 +25,6 @@ from typing import Any
 
 from doit.dependency import DatabaseException, SqliteDB
 
-# SQLite's codes for a file that is not a database, or one whose content is damaged.
-_DAMAGED = (26, 11)  # SQLITE_NOTADB, SQLITE_CORRUPT
-
 
 class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
     """doit's sqlite3 backend that reads every task's saved values at the first lookup.
@@ -48,7 +45,7 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
         except (DatabaseException, sqlite3.Error) as exc:
-            from llmtt.errors import no_space
+            from llmtt.errors import damaged_database, no_space
 
             # doit's own error has SQLite's as its context
             error = exc if isinstance(exc, sqlite3.Error) else exc.__context__
@@ -56,7 +53,7 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
             full = no_space(error, name) if error is not None else None
             if full is not None:
                 message = str(full)
-            elif getattr(error, "sqlite_errorcode", 0) & 0xFF in _DAMAGED:
+            elif error is not None and damaged_database(error):
                 message = (
                     f"{name} is damaged ({cause}): it holds which runs are done. Move it aside "
                     f"(mv {name} {name}.damaged) and run again: the runs it knew run again"

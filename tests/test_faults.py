@@ -12,10 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Project
+from conftest import DoitResult, Project
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import faults  # noqa: E402
+
+from llmtt.process.tree import read_stat  # noqa: E402
 
 SLOW = """\
 task: {prompt: Wait.}
@@ -102,6 +104,63 @@ def test_sigterm_ends_the_agent_keeps_what_finished_and_exits_as_terminated(
 
 def _sleepers(project: Project) -> list[str]:
     return [p for p in faults.project_processes(project.root) if p.endswith("sleep 30")]
+
+
+def test_a_killed_worker_leaves_its_run_not_carried_out_and_the_others_finish(
+    project: Project,
+) -> None:
+    """A worker of `doit run -n 2` killed by a signal (the OOM killer, an agent's `kill -9
+    $PPID`): the invocation ends, non-zero; the run that worker carried out is recorded as not
+    carried out, saying why, and stays pending; the run under way in the other worker finishes,
+    and what the dead worker's run started (`nohup`: a terminal's hang-up leaves it) is ended.
+    Unconfined: a sandbox ends with the worker that started it (bwrap --die-with-parent)."""
+    project.write("llmtt.toml", '[target]\nbinary = "echo"\n\n[isolation]\nmode = "none"\n')
+    project.write(
+        "scenarios/a-killed.yaml",
+        "task: {prompt: Wait.}\nsolution: ['nohup sleep 31.5']\n"
+        "evaluation: {gates: [{type: file_exists, path: x}]}\n",
+    )
+    project.write(
+        "scenarios/b-kept.yaml",
+        "task: {prompt: Go.}\nsolution: ['sleep 2 && echo hi > x']\n"
+        "evaluation: {gates: [{type: file_exists, path: x}]}\n",
+    )
+    doit = _background(project, "run", "-n", "2")
+    _until(lambda: bool(_commands(project, "sleep 31.5") and _commands(project, "sleep 2")))
+    # Killed from outside, as the OOM killer does (an agent in the sandbox cannot reach it).
+    os.kill(_below(_commands(project, "sleep 31.5")[0], doit.proc.pid), signal.SIGKILL)
+    try:
+        _until(lambda: (project.results() / "a-killed/oracle/r1/run.json").exists(), 10)
+        # What the dead worker's run started is ended at once, not when doit ends.
+        assert not _commands(project, "sleep 31.5") and doit.proc.poll() is None
+        code, out = doit.wait(20)
+    finally:
+        doit.proc.kill()  # when it hangs
+    assert code == 1, out
+    cause = "the worker process carrying it out was killed by signal 9 (SIGKILL)"
+    assert f"llmtt: a-killed/oracle/r1: could not be carried out: {cause}" in out, out
+    assert "llmtt: b-kept/oracle/r1: PASS" in out, out
+    assert "Traceback" not in out, out
+    report = (project.results() / "report.md").read_text()
+    assert "| a-killed/oracle/r1 | error |" in report and cause in report, report
+    status = project.doit("list", "--status").out
+    assert "R a-killed/oracle/r1" in status and "U b-kept/oracle/r1" in status, status
+
+
+def _commands(project: Project, command: str) -> list[int]:
+    """The processes in the project running `command`."""
+    found = (line.split(" ", 1) for line in faults.project_processes(project.root))
+    return [int(pid) for pid, line in found if line == command]
+
+
+def _below(pid: int, top: int) -> int:
+    """The ancestor of process `pid` that is a child of process `top`."""
+    while True:
+        stat = read_stat(pid)
+        assert stat is not None, f"process {pid} ended before its ancestor below {top} was found"
+        if stat.ppid == top:
+            return pid
+        pid = stat.ppid
 
 
 def test_the_processes_of_an_invocation_killed_by_sigkill_are_ended_by_its_watchdog(
@@ -239,3 +298,66 @@ def test_a_damaged_file_gets_one_line_saying_what_to_do_and_does_not_wedge_the_p
     healed = project.doit("run")
     assert healed.code == 0, healed
     assert project.doit("run").executed() == []
+
+
+# Run in a mount namespace of its own: a tmpfs filled to its last byte under the project, then
+# what doit says. Prints a marker line before each invocation and its exit status after.
+FULL_DISK = """\
+set -u
+mount -t tmpfs -o size=4m tmpfs "$1" || exit 90
+cp -r "$2"/. "$1"/ && cd "$1"
+fill() { head -c 8M /dev/zero > filler 2>/dev/null; }
+"$3" run > /dev/null || exit 91
+sed -i 's/Go/Go again/' scenarios/a.yaml
+fill
+echo "== full, a run under way"; "$3" run -n 2; echo "== exit $?"
+rm filler
+echo "== space freed"; "$3" run; echo "== exit $?"
+rm llm-tool-test-results/.llmtt-lock
+fill
+echo "== full, no lock file yet"; "$3" run; echo "== exit $?"
+rm -rf filler llm-tool-test-results
+fill
+echo "== full, a new project"; "$3" run; echo "== exit $?"
+"""
+
+
+def test_a_full_disk_is_one_line_naming_the_file_and_loses_nothing(project: Project) -> None:
+    """At 0 bytes free: one line naming the file that could not be written (doit's dependency
+    file, the lock), never a traceback, never the advice to move the dependency file aside
+    (which would carry out and pay for every finished run again); with space again, only what
+    was pending runs."""
+    project.write("llmtt.toml", '[target]\nbinary = "echo"\n')
+    project.write("scenarios/a.yaml", QUICK)
+    project.write("scenarios/b.yaml", QUICK)
+    disk = project.root.parent / "disk"
+    disk.mkdir()
+    # Root may make a mount namespace; anyone else, one inside a user namespace of their own.
+    unshare = ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "-r", "--mount"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLMTT_")}
+    done = subprocess.run(
+        [*unshare, "bash", "-c", FULL_DISK, "-", str(disk), str(project.root), faults.DOIT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    out = done.stdout
+    parts = [part.split("\n", 1) for part in out.split("== ")[1:]]
+    steps = dict(parts[0::2])
+    codes = [int(title.removeprefix("exit ")) for title, _ in parts[1::2]]
+    assert done.returncode == 0 and len(parts) == 8, out  # the mount, and every step, went
+    assert codes == [2, 0, 2, 2], out
+    results = disk / "llm-tool-test-results"
+    for step, file in [
+        ("full, a run under way", results / ".doit.sqlite3"),
+        ("full, no lock file yet", results / ".llmtt-lock"),
+        ("full, a new project", results / ".doit.sqlite3"),
+    ]:
+        line = f"llmtt: no space left on device writing {file}: free some space and run again"
+        assert line in steps[step], out
+        assert "Traceback" not in steps[step] and "damaged" not in steps[step], out
+        assert " mv " not in steps[step], out
+    freed = DoitResult(0, steps["space freed"], "").executed()
+    assert freed == ["a/oracle/r1:agent", "a/oracle/r1:evaluate", "a/oracle/r1", "aggregate"], out

@@ -18,13 +18,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 MARK = "LLMTT_INVOCATION"
 # After the invocation ended, how long its workers get to end their own runs' processes.
 GRACE_SECS = 1.0
 # How long the watchdog keeps looking for marked processes (a dying one may still fork).
 SWEEP_SECS = 5.0
+# How long `doit run` keeps looking for what a worker that died left running.
+STRAY_SECS = 2.0
 
 
 def marked(env: Mapping[str, str]) -> dict[str, str]:
@@ -112,14 +114,19 @@ def _marked_pids(needle: bytes, spare: frozenset[int] = frozenset()) -> list[int
     return sorted(set(marked) | {pid for pid, sid in sessions.items() if sid in swept})
 
 
-def sweep(token: str, sweep_secs: float = SWEEP_SECS, spare: frozenset[int] = frozenset()) -> int:
+def sweep(
+    token: str,
+    sweep_secs: float = SWEEP_SECS,
+    spare: frozenset[int] = frozenset(),
+    under: frozenset[int] = frozenset(),
+) -> int:
     """Kill every process carrying `token`'s mark, and the rest of their sessions, until none
-    is left; how many were killed."""
+    is left, except those descended from a process in `under`; how many were killed."""
     needle = f"{MARK}={token}".encode()
     killed: set[int] = set()
     deadline = time.monotonic() + sweep_secs
     while time.monotonic() < deadline:
-        pids = _marked_pids(needle, spare)
+        pids = [pid for pid in _marked_pids(needle, spare) if not _descends(pid, under)]
         if not pids:
             break
         for pid in pids:
@@ -130,6 +137,34 @@ def sweep(token: str, sweep_secs: float = SWEEP_SECS, spare: frozenset[int] = fr
                 pass
         time.sleep(0.05)
     return len(killed)
+
+
+def _descends(pid: int, ancestors: frozenset[int]) -> bool:
+    """Whether process `pid` descends from one of `ancestors` (a process gone counts as one
+    that does: it is never signalled, in case its pid was reused)."""
+    if not ancestors:
+        return False
+    from llmtt.process.tree import read_stat
+
+    while pid > 1:
+        if pid in ancestors:
+            return True
+        stat = read_stat(pid)
+        if stat is None:
+            return True
+        pid = stat.ppid
+    return False
+
+
+def end_strays(alive: Collection[int]) -> int:
+    """In `doit run`'s main process: kill what this invocation's runs started that descends
+    from none of the processes `alive` (this process and its live workers), with the rest of
+    its sessions: the processes of the run of a worker that died, which nothing else would end
+    before the invocation does (nor hold to the run's time limit). How many were killed."""
+    token = os.environ.get(MARK)
+    if token is None:
+        return 0
+    return sweep(token, STRAY_SECS, frozenset({os.getsid(0)}), frozenset(alive))
 
 
 def main(argv: list[str]) -> int:

@@ -6,10 +6,13 @@ import errno
 import fcntl
 import json
 import os
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from llmtt.errors import damaged_database, no_space
 from llmtt.redaction import Redactor
 
 if TYPE_CHECKING:
@@ -77,7 +80,7 @@ def _recorded(db: Path, record: dict[str, Any]) -> bool:
             .fetchone()
         )
     except sqlite3.Error as exc:
-        raise OSError(errno.EIO, str(exc), str(db)) from None
+        raise _failed(exc, db) from None
     return row is not None and row[0] == evaluation
 
 
@@ -161,16 +164,49 @@ def _catch_up(path: Path, handle: BinaryIO) -> None:
 
     results.jsonl is the record; results.db mirrors it, and keeps in `llmtt_meta` how many
     bytes of it are in. One transaction: a kill leaves results.db as before, to catch up next
-    time. A results.jsonl shorter than that offset (rewritten by hand) rebuilds results.db.
+    time. A results.jsonl shorter than that offset (rewritten by hand) rebuilds results.db; so
+    does a damaged results.db, once set aside (`_set_aside`).
     """
     import sqlite3
 
     db = path.with_suffix(".db")
     try:
-        _insert_new_lines(db, handle)
+        try:
+            _insert_new_lines(db, handle)
+        except sqlite3.DatabaseError as exc:
+            if not damaged_database(exc):
+                raise
+            _set_aside(db, exc)
+            _insert_new_lines(db, handle)
     except sqlite3.Error as exc:  # e.g. its folder made read-only: say which file
-        raise OSError(errno.EIO, str(exc), str(db)) from None
+        raise _failed(exc, db) from None
     handle.seek(0, os.SEEK_END)
+
+
+def _set_aside(db: Path, exc: Exception) -> None:
+    """Move a damaged results.db (with its write-ahead log) to results.db.damaged-<when>,
+    saying so; the catch-up then makes it again from results.jsonl, which holds every record.
+    Without this every evaluation after the damage failed on it."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = db.with_name(f"{db.name}.damaged-{stamp}")
+    for n in range(2, 100):
+        if not aside.exists():
+            break
+        aside = db.with_name(f"{db.name}.damaged-{stamp}-{n}")
+    for part in ("", "-wal", "-shm"):  # a log left beside a new results.db would be read into it
+        try:
+            os.replace(f"{db}{part}", f"{aside}{part}")
+        except FileNotFoundError:
+            pass
+    sys.stderr.write(
+        f"llmtt: {db} was damaged ({exc}): moved aside to {aside.name} and made again "
+        "from results.jsonl\n"
+    )
+
+
+def _failed(exc: Exception, db: Path) -> OSError:
+    """SQLite's error on results.db as an OSError naming the file (a full disk as such)."""
+    return OSError(errno.ENOSPC if no_space(exc) else errno.EIO, str(exc), str(db))
 
 
 # One connection per results.db and thread (a forked doit worker opens its own; so does each

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from doit.exceptions import TaskFailed
 
-from llmtt.errors import LlmttError
+from llmtt.errors import LlmttError, no_space
 from llmtt.execution.budget import BudgetExhausted, events_cost, expected_cost
 from llmtt.plan.cache import RunSpec, TaskPlan
 from llmtt.taskgraph.depfile import record_values
@@ -48,20 +48,28 @@ def _guarded(action: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(action)
     def wrapper(*args: Any) -> Any:
+        where = args[1].run_id if len(args) > 1 else "the reports"
         try:
             return action(*args)
         except LlmttError as exc:
             return TaskFailed(console(f"llmtt: {exc}"))
         except OSError as exc:  # the environment's fault (a folder made read-only, a full disk)
-            where = args[1].run_id if len(args) > 1 else "the reports"
+            full = no_space(exc, args[1].dir if len(args) > 1 else args[0].results)
+            if full is not None:
+                return TaskFailed(console(f"llmtt: {where}: {full}"))
             return TaskFailed(
                 console(f"llmtt: {where}: {exc.strerror or exc}: {exc.filename or ''}")
             )
         except KeyboardInterrupt as exc:
             # doit saves what finished and lets ^C end the process; the loader's excepthook
             # reports it.
-            exc.add_note(args[1].run_id if len(args) > 1 else "the reports")
+            exc.add_note(where)
             raise
+        except Exception as exc:
+            full = no_space(exc)  # SQLite's "database or disk is full", from a file of results
+            if full is None:
+                raise
+            return TaskFailed(console(f"llmtt: {where}: {full}"))
 
     return wrapper
 
@@ -109,6 +117,21 @@ def agent_action(session: Session, spec: RunSpec) -> dict[str, Any]:
     # What was paid for is on record now, even if doit is killed before it saves the task.
     record_values(session.dep_file, key, _saved(spec, "agent", values))
     return values
+
+
+@_guarded
+def agent_lost(session: Session, spec: RunSpec, cause: str) -> dict[str, Any]:
+    """An agent layer whose worker process died (`llmtt.taskgraph.runner`), in doit's main
+    process: the run recorded as not carried out, saying why (the reports show it, the next
+    `doit run` carries it out again); what it held of the session budget counts as spent, what
+    it cost being unknown. The layer's values, as `agent_action` returns them."""
+    from llmtt.execution.agent_layer import execute_run
+
+    project, run = session.run(spec)
+    if session.ledger is not None:
+        session.ledger.settle(f"{run.run_id}:agent", None, 0.0)
+    record = execute_run(project, run, refusal=cause)
+    return {"status": "error", "error": record["error"]}
 
 
 @_guarded

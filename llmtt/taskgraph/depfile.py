@@ -10,12 +10,17 @@ so a commit costs a log append, not a sync of the whole file), a task's saved su
 commit. It is registered under the
 `doit.BACKEND` entry point `llmtt-sqlite3`; doit imports every backend plugin at start-up, so
 this module imports nothing but doit's own.
+
+A full disk is said as such, in one line naming the file, and ends the invocation (nothing
+more could be recorded): never taken for a damaged file, which would be moved aside and every
+run it knew carried out, and paid for, again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from doit.dependency import DatabaseException, SqliteDB
@@ -32,21 +37,51 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
     def __init__(self, name: str, codec: Any, *, module_name: str | None = None) -> None:
         import sqlite3
 
+        self._full = False  # a write found the disk full: the invocation is ending
         try:
             super().__init__(name, codec, module_name=module_name)
             # Readers (`doit list` beside a running `doit run`) never block the writer, and a
             # killed writer leaves the file as of its last commit.
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
-        except (DatabaseException, sqlite3.DatabaseError) as exc:
+        except (DatabaseException, sqlite3.Error) as exc:
+            from llmtt.errors import damaged_database, no_space
+
+            # doit's own error has SQLite's as its context
+            error = exc if isinstance(exc, sqlite3.Error) else exc.__context__
             cause = str(exc).rsplit("Original error: ", 1)[-1]
-            sys.stderr.write(
-                f"llmtt: {name} is damaged ({cause}): it holds which runs are done. Move it "
-                f"aside (mv {name} {name}.damaged) and run again: the runs it knew run again\n"
-            )
+            full = no_space(error, name) if error is not None else None
+            if full is not None:
+                message = str(full)
+            elif error is not None and damaged_database(error):
+                message = (
+                    f"{name} is damaged ({cause}): it holds which runs are done. Move it aside "
+                    f"(mv {name} {name}.damaged) and run again: the runs it knew run again"
+                )
+            else:
+                message = f"cannot open {name}: {cause}"
+            sys.stderr.write(f"llmtt: {message}\n")
             raise SystemExit(2) from None
         self._loaded = False
         self._saving: str | None = None  # the task whose success doit is saving
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write to the file: on a full disk, one line, and the invocation ends (what was
+        committed before is kept; what was not stays pending)."""
+        import sqlite3
+
+        try:
+            yield
+        except sqlite3.Error as exc:
+            from llmtt.errors import no_space
+
+            full = no_space(exc, self.name)
+            if full is None:
+                raise
+            self._full = True
+            sys.stderr.write(f"llmtt: {full}\n")
+            raise SystemExit(2) from None
 
     def _load(self) -> None:
         self._loaded = True
@@ -80,21 +115,23 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
             self._write(task_id)
 
     def _write(self, task_id: str) -> None:
-        self._conn.execute(
-            "INSERT OR REPLACE INTO doit VALUES (?, ?)",
-            (task_id, self.codec.encode(self._cache[task_id])),
-        )
-        self._conn.commit()
+        with self._writing():
+            self._conn.execute(
+                "INSERT OR REPLACE INTO doit VALUES (?, ?)",
+                (task_id, self.codec.encode(self._cache[task_id])),
+            )
+            self._conn.commit()
         self._dirty.discard(task_id)
         if self._saving == task_id:
             self._saving = None
 
     def remove(self, task_id: str) -> None:
         """Forget a task's saved values, at once."""
-        super().remove(task_id)
+        with self._writing():
+            super().remove(task_id)
+            self._conn.commit()
         if self._saving == task_id:
             self._saving = None
-        self._conn.commit()
 
     def in_(self, task_id: str) -> bool:
         """Whether anything is saved for `task_id`."""
@@ -104,9 +141,19 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
 
     def remove_all(self) -> None:
         """Remove every task's saved values, at once."""
-        super().remove_all()
-        self._conn.commit()
+        with self._writing():
+            super().remove_all()
+            self._conn.commit()
         self._loaded = True
+
+    def dump(self) -> None:
+        """Save what is left and close the file (as the invocation ends); after a full disk
+        was met, close only: it was said once, and nothing more can be saved."""
+        if self._full:
+            self._conn.close()
+            return
+        with self._writing():
+            super().dump()
 
 
 def record_values(
@@ -123,22 +170,31 @@ def record_values(
     """
     import json
     import os
+    import sqlite3
 
     from doit.dependency import get_file_md5
 
-    conn = _connection(dep_file)
-    with conn:
-        row = conn.execute(
-            "SELECT CAST(task_data AS TEXT) FROM doit WHERE task_id = ?", (task_id,)
-        ).fetchone()
-        data = json.loads(row[0]) if row and row[0] else {}
-        data["_values_:"] = values
-        if file_deps:
-            data["checker:"] = "MD5Checker"
-            for dep in file_deps:
-                data[dep] = [os.path.getmtime(dep), os.path.getsize(dep), get_file_md5(dep)]
-            data["deps:"] = list(file_deps)
-        conn.execute("INSERT OR REPLACE INTO doit VALUES (?, ?)", (task_id, json.dumps(data)))
+    try:
+        conn = _connection(dep_file)
+        with conn:
+            row = conn.execute(
+                "SELECT CAST(task_data AS TEXT) FROM doit WHERE task_id = ?", (task_id,)
+            ).fetchone()
+            data = json.loads(row[0]) if row and row[0] else {}
+            data["_values_:"] = values
+            if file_deps:
+                data["checker:"] = "MD5Checker"
+                for dep in file_deps:
+                    data[dep] = [os.path.getmtime(dep), os.path.getsize(dep), get_file_md5(dep)]
+                data["deps:"] = list(file_deps)
+            conn.execute("INSERT OR REPLACE INTO doit VALUES (?, ?)", (task_id, json.dumps(data)))
+    except sqlite3.Error as exc:
+        from llmtt.errors import no_space
+
+        full = no_space(exc, dep_file)
+        if full is None:
+            raise
+        raise full from None
 
 
 # record_values' connection, one per process and thread: a run records two tasks, and a

@@ -35,7 +35,7 @@ from doit.cmd_base import DodoTaskLoader
 from doit.exceptions import InvalidDodoFile
 from doit.task import Task
 
-from llmtt.errors import LlmttError
+from llmtt.errors import LlmttError, no_space
 from llmtt.spec.selection import check_info
 from llmtt.taskgraph.actions import console
 from llmtt.taskgraph.progress import quiet
@@ -88,6 +88,8 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
             session.results.mkdir(parents=True, exist_ok=True)  # where doit's file goes
         except LlmttError as exc:
             fail(exc)
+        except OSError as exc:  # a full disk, a folder made read-only
+            fail(_environment(exc))
         self.session = session
         verbosity = self.given.get("verbosity")
         self.quiet = quiet(own.get("verbosity") if verbosity is None else verbosity)
@@ -115,6 +117,8 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
             session.begin(command, processes)
         except LlmttError as exc:
             fail(exc)
+        except OSError as exc:
+            fail(_environment(exc))
 
         if command == "run" and session.selection.adaptive:
             self._in_rounds(cmd, pos_args)
@@ -193,6 +197,12 @@ def _rounds(session: Session) -> str:
     return "; ".join(parts) or "no scenario compares variants"
 
 
+def _environment(exc: OSError) -> LlmttError:
+    """The environment's fault met while doit loads, as a user's error naming the file."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    return no_space(exc) or LlmttError(f"{where}{exc.strerror or exc}")
+
+
 def fail(exc: LlmttError) -> NoReturn:
     """A user's mistake met while doit loads: one line and exit status 2, no traceback."""
     sys.stderr.write(console(f"llmtt: {exc}\n"))
@@ -240,11 +250,15 @@ def _fork_workers() -> None:
     llmtt's must be forked. Each worker carries out runs with what its parent set up for the
     invocation: the session and its plans, the budget ledger, the project lock's descriptor,
     the SIGTERM handler and parent-death signal (signals.py), the watchdog's mark. Spawn or
-    forkserver (Python 3.14's default on Linux) would start workers that have none of it."""
+    forkserver (Python 3.14's default on Linux) would start workers that have none of it. And
+    doit's runner is llmtt's (`llmtt.taskgraph.runner`), which carries on when a worker dies."""
     import multiprocessing
+
+    from llmtt.taskgraph import runner
 
     if multiprocessing.get_start_method(allow_none=True) != "fork":
         multiprocessing.set_start_method("fork", force=True)
+    runner.install()  # a worker that dies ends neither the invocation nor the others' runs
 
 
 def _hold(session: Session, command: str) -> int:

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from llmtt.errors import LlmttError
+from llmtt.errors import LlmttError, no_space
 from llmtt.process.watchdog import start_ticks
 
 LOCK_NAME = ".llmtt-lock"
@@ -34,9 +34,12 @@ def hold(results: Path, command: str) -> int:
 
     The lock lasts as long as the descriptor is open: until the process and its workers end.
     """
-    results.mkdir(parents=True, exist_ok=True)
     path = results / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise _unwritable(exc, path) from None
     deadline: float | None = None
     while True:
         try:
@@ -59,9 +62,17 @@ def hold(results: Path, command: str) -> int:
         "argv": sys.argv[1:],
         "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(me).encode() + b"\n", 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(me).encode() + b"\n", 0)
+    except OSError as exc:  # a full disk: the run could not record anything either
+        os.close(fd)
+        raise _unwritable(exc, path) from None
     return fd
+
+
+def _unwritable(exc: OSError, path: Path) -> LlmttError:
+    return no_space(exc, path) or LlmttError(f"cannot write {path}: {exc.strerror or exc}")
 
 
 def _holder(path: Path) -> dict[str, object]:

@@ -3,15 +3,18 @@ between the two, tore a line in half, or deleted or rewrote one of them."""
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 import sqlite3
 from pathlib import Path
 
+import pytest
 from conftest import Project
 
+from llmtt.errors import no_space
 from llmtt.redaction import Redactor
-from llmtt.results.store import append_result, sync_results_db
+from llmtt.results.store import _connection, append_result, sync_results_db
 
 
 def _record(n: int) -> dict[str, object]:
@@ -155,3 +158,44 @@ def test_an_evaluation_that_returns_to_an_earlier_result_is_a_new_record(
     again = project.doit("run", env={"LLMTT_LABEL": "v4"})
     assert again.executed()[:1] == ["s/oracle/r1:evaluate"], again.out
     assert _lines(path) == records and _rows(path) == records
+
+
+def test_a_full_disk_under_results_db_is_said_as_such_naming_it(tmp_path: Path) -> None:
+    """SQLite's "database or disk is full" (a real one: results.db held to its size) is the
+    environment's ENOSPC naming results.db, which the layer reports as a full disk."""
+    path = tmp_path / "results.jsonl"
+    append_result(path, _record(1), Redactor())
+    _connection(path.with_suffix(".db")).execute("PRAGMA max_page_count = 1")
+    with pytest.raises(OSError) as raised:
+        append_result(path, {**_record(2), "outcome_reason": "x" * 100_000}, Redactor())
+    assert raised.value.errno == errno.ENOSPC
+    assert raised.value.filename == str(path.with_suffix(".db"))
+    assert str(no_space(raised.value)) == (
+        f"no space left on device writing {path.with_suffix('.db')}: free some space and run again"
+    )
+
+
+def test_a_results_db_whose_header_is_damaged_is_set_aside_and_made_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SQLite's "file is not a database" failed every evaluation after it: the damaged file is
+    moved aside, kept to look at, and results.db made again from results.jsonl."""
+    path = tmp_path / "results.jsonl"
+    for n in (1, 2):
+        append_result(path, _record(n), Redactor())
+    db = path.with_suffix(".db")
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every row in the file itself
+    conn.close()
+    damaged = b"\0" * 100 + db.read_bytes()[100:]  # its first 100 bytes overwritten
+    db.with_name("damaged").write_bytes(damaged)
+    db.with_name("damaged").replace(db)
+    append_result(path, _record(3), Redactor())
+    assert [r["run_id"] for r in _rows(path)] == ["s/oracle/r1", "s/oracle/r2", "s/oracle/r3"]
+    assert _rows(path) == _lines(path)
+    # Its write-ahead log, when there is one, goes with it.
+    aside, *log = sorted(tmp_path.glob("results.db.damaged-*"))
+    assert aside.read_bytes() == damaged
+    assert {p.name.removeprefix(aside.name) for p in log} <= {"-wal", "-shm"}
+    said = capsys.readouterr().err
+    assert f"llmtt: {db} was damaged (file is not a database): moved aside to {aside.name}" in said

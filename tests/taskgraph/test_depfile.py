@@ -10,7 +10,8 @@ import pytest
 from conftest import DOIT, Project
 from doit.dependency import JSONCodec, SqliteDB
 
-from llmtt.taskgraph.depfile import PreloadedSqliteDB, record_values
+from llmtt.errors import NoSpace
+from llmtt.taskgraph.depfile import PreloadedSqliteDB, _connection, record_values
 
 
 def _written(path: Path) -> None:
@@ -243,3 +244,39 @@ def test_records_to_many_dependency_files_in_one_process_keep_few_files_open(
     db = PreloadedSqliteDB(str(paths[0]), JSONCodec())
     assert db.get("t:agent", "_values_:") == {"n": "again"}
     assert PreloadedSqliteDB(str(paths[7]), JSONCodec()).get("t:agent", "_values_:") == {"n": 7}
+
+
+def _held_to_its_size(conn: sqlite3.Connection) -> None:
+    """A database that may not grow (no less than its size: held to it): SQLite answers a write
+    that needs a page more with its own "database or disk is full", as on a full disk."""
+    conn.execute("PRAGMA max_page_count = 1")
+
+
+def test_a_full_disk_is_one_line_naming_the_file_never_a_damaged_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """doit's saves meet a full disk: one line naming the file, and the invocation ends; not
+    the advice to move the file aside (every run it knows would be paid for again). What was
+    saved before stays."""
+    path = tmp_path / "deps.sqlite3"
+    db = PreloadedSqliteDB(str(path), JSONCodec())
+    db.set("done", "llmtt_key", {"k": "1"})
+    _held_to_its_size(db._conn)
+    with pytest.raises(SystemExit) as ended:
+        db.set("next", "llmtt_key", {"k": "x" * 100_000})
+    assert ended.value.code == 2
+    line = f"llmtt: no space left on device writing {path}: free some space and run again\n"
+    assert capsys.readouterr().err == line
+    db.dump()  # doit closes it as the invocation ends: nothing more to say, nothing raised
+    assert capsys.readouterr().err == ""
+    assert PreloadedSqliteDB(str(path), JSONCodec()).get("done", "llmtt_key") == {"k": "1"}
+
+
+def test_a_worker_that_finds_the_disk_full_fails_its_task_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "deps.sqlite3"
+    _written(path)
+    _held_to_its_size(_connection(str(path)))
+    with pytest.raises(NoSpace, match=f"no space left on device writing {path}: free some"):
+        record_values(str(path), "b:agent", {"status": "ok", "log": "x" * 100_000})

@@ -1,0 +1,171 @@
+"""doit's runner for a local `doit run -n N`, which carries on when a worker process dies.
+
+doit's multiprocess runner (`doit.runner.MRunner`) waits for each task's result on a queue its
+workers write to. A worker killed by a signal (the OOM killer, an agent's `kill -9 $PPID`)
+never writes it, and `doit run -n N` waited for ever. This runner waits for a result or for a
+worker's end, whichever comes first:
+
+- a worker that dies carrying out a task: what its run started is ended, the task is recorded as
+  lost (an agent layer as a run not carried out, whose run.json says why, so that the reports
+  show it and the next `doit run` carries it out again; any other layer as a failed task) and a
+  new worker takes its place, so the runs under way in the other workers finish;
+- a worker that dies between tasks may hold the lock of doit's job queue, which no other worker
+  could then read: the invocation ends at once, its runs under way stopped and left pending, as
+  at ^C.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.queues
+import os
+import queue
+import signal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from doit.exceptions import BaseFail, TaskError
+from doit.runner import MRunner
+
+from llmtt.process import watchdog
+from llmtt.taskgraph import actions
+
+# How often doit's main process, waiting for a result, looks whether a worker died.
+POLL_SECS = 0.2
+
+Message = dict[str, Any]
+if TYPE_CHECKING:
+    _Queue = multiprocessing.queues.Queue[Message]
+else:  # not subscriptable at run time before Python 3.12
+    _Queue = multiprocessing.queues.Queue
+
+
+def install() -> None:
+    """Have doit's `run -n N` use this runner (in doit's main process, before it runs)."""
+    from doit import cmd_run
+
+    cmd_run.MRunner = WorkerRunner
+
+
+class _Results(_Queue):
+    """doit's result queue; its reader, doit's main process, also watches the workers."""
+
+    def __init__(self) -> None:
+        super().__init__(ctx=multiprocessing.get_context())
+        self.runner: WorkerRunner | None = None  # set in the main process once workers start
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Message:
+        """The next result for doit (a worker's, or one made for a worker that died)."""
+        if self.runner is None or not block or timeout is not None:
+            return super().get(block, timeout)
+        return self.runner.next_result(super().get, self.empty)
+
+
+class WorkerRunner(MRunner):  # type: ignore[misc]  # doit is untyped
+    """doit's multiprocess runner that outlives a worker's death (see the module)."""
+
+    Queue = staticmethod(_Results)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.workers: list[Any] = []  # doit's own list: a dead one's successor joins it
+        self.carrying: dict[int, str] = {}  # a worker's pid: the task it carries out
+        # Which worker carries out which task, told as each starts one: written at once, where
+        # doit's result queue writes from a thread, which a kill right after may never run.
+        self.carriers: Any = multiprocessing.get_context().SimpleQueue()
+        self.mourned: set[int] = set()  # the workers whose death was dealt with
+        self.start_worker: Callable[[], Any] | None = None
+
+    def _run_start_processes(self, job_q: Any, result_q: _Results) -> list[Any]:
+        def start() -> Any:
+            worker = self.Child(
+                target=self.execute_task_subprocess,
+                args=(job_q, result_q, self.reporter.__class__),
+            )
+            worker.start()
+            return worker
+
+        self.start_worker = start
+        self.workers = super()._run_start_processes(job_q, result_q)
+        result_q.runner = self
+        return self.workers
+
+    def execute_task(self, task: Any) -> Any:
+        """In a worker: tell the main process which task this worker carries out, then run it."""
+        self.carriers.put((os.getpid(), task.name))
+        return super().execute_task(task)
+
+    def next_result(
+        self, get: Callable[[bool, float], Message], empty: Callable[[], bool]
+    ) -> Message:
+        """In the main process: the next message for doit's loop, or, when a worker died
+        carrying out a task, that task's result as lost."""
+        while True:
+            try:
+                message = get(True, POLL_SECS)
+            except queue.Empty:
+                lost = self._lost(empty)
+                if lost is not None:
+                    return lost
+                continue
+            self._hear()  # a task's start is told before its result is sent
+            if "task" in message:  # a task's result: its worker is free again
+                self.carrying = {p: n for p, n in self.carrying.items() if n != message["name"]}
+            return message
+
+    def _lost(self, empty: Callable[[], bool]) -> Message | None:
+        """A result for the task of a worker that died, if one did and sent nothing more."""
+        for worker in self.workers:
+            code = worker.exitcode
+            if code in (None, 0) or worker.pid in self.mourned:
+                continue  # alive, or ended as doit told it to (or with doit's own message)
+            if not empty():
+                return None  # what it sent before it died is read first
+            self._hear()
+            self.mourned.add(worker.pid)
+            # What its run started would otherwise run on, beyond its time limit, until doit ends.
+            watchdog.end_strays([os.getpid(), *(w.pid for w in self.workers if w.is_alive())])
+            how = _death(code)
+            name = self.carrying.pop(worker.pid, None)
+            if name is None:
+                raise SystemExit(
+                    actions.console(
+                        f"llmtt: a worker process of `doit run` was {how} between runs; the "
+                        "runs under way are stopped and stay pending: run `doit run` again"
+                    )
+                )
+            assert self.start_worker is not None
+            self.workers.append(self.start_worker())  # in doit's list: joined at the end
+            return self._result_of_lost(name, how)
+        return None
+
+    def _hear(self) -> None:
+        """Read which worker started which task since last time."""
+        while not self.carriers.empty():
+            pid, name = self.carriers.get()
+            self.carrying[pid] = name
+
+    def _result_of_lost(self, name: str, how: str) -> Message:
+        """doit's result for task `name`, whose worker died: the record `actions.agent_lost`
+        makes of an agent layer, else a failure saying how the worker ended."""
+        task = self.tasks[name]
+        cause = f"the worker process carrying it out was {how}"
+        action = task.actions[0] if task.actions else None
+        recorded: Any = None
+        if action is not None and action.py_callable is actions.agent_action:
+            recorded = actions.agent_lost(*action.args, cause)
+        state = task.pickle_safe_dict()
+        if isinstance(recorded, dict):
+            return {"name": name, "task": {**state, "values": recorded}, "out": [], "err": []}
+        failure = recorded if isinstance(recorded, BaseFail) else TaskError(f"llmtt: {cause}")
+        return {"name": name, "failure": failure, "task": state, "out": [], "err": []}
+
+
+def _death(code: int) -> str:
+    """How a worker ended, from its exit code (a signal's number, negated)."""
+    if code < 0:
+        try:
+            return f"killed by signal {-code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"ended with exit status {code}"

@@ -123,6 +123,9 @@ def evaluate_run(
     return settle(project, run, records, info, metrics, gates, None)
 
 
+SCRATCH = ".scratch"  # in the results folder: confined checks' scratch folders, while they run
+
+
 def _checks(project: Project, run: Run) -> Checks:
     """How this run's gates and scripts are confined ([isolation]; LlmttError when they
     cannot be as configured)."""
@@ -136,6 +139,7 @@ def _checks(project: Project, run: Run) -> Checks:
         hosts=tuple(hosts),
         readable=(run.dir, *scripts),
         mounts=tuple(run.scenario.spec.mounts.items()),
+        scratch=project.results_dir / SCRATCH if base is not None else None,
     )
 
 

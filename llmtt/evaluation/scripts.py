@@ -86,14 +86,17 @@ class Checks:
     hosts: tuple[tuple[str, int], ...] = ()
     readable: tuple[Path, ...] = ()
     mounts: tuple[tuple[str, str], ...] = ()  # the scenario's: (inside, workspace folder)
+    # Where scratch folders are made (None: the system's temporary folder). Confined, not in
+    # /tmp: a check's own /tmp must not hold the folders shown below it.
+    scratch: Path | None = None
 
-    def view(self, work: Path, writable: Path, tmp: Path) -> View:
-        """What one check working on the copy `work` (inside `writable`) sees."""
-        view = View(cwd=work, writable=(writable,), readable=self.readable, tmp=tmp)
+    def view(self, work: Path, writable: tuple[Path, ...], tmp: Path) -> View:
+        """What one check working on the copy `work` (one of its `writable` folders) sees."""
+        view = View(cwd=work, writable=writable, readable=self.readable, tmp=tmp)
         return mounted(view, work, dict(self.mounts))
 
     def run(
-        self, command: str, *, work: Path, writable: Path, tmp: Path, **kwargs: Any
+        self, command: str, *, work: Path, writable: tuple[Path, ...], tmp: Path, **kwargs: Any
     ) -> ShellResult:
         """`run_shell(command, cwd=work, ...)` in this confinement."""
         with confined(self.sandbox, self.view(work, writable, tmp), self.hosts) as confine:
@@ -115,19 +118,19 @@ def run_in_scratch(
     A copy of the workspace, an empty HOME with its XDG folders and a TMPDIR, all outside the
     run folder: nothing one gate or evaluator writes is seen by the next one or kept with the run.
     """
-    with tempfile.TemporaryDirectory(prefix="llmtt-gate-") as scratch:
+    if checks.scratch is not None:
+        checks.scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="llmtt-gate-", dir=checks.scratch) as scratch:
         work = Path(scratch) / "workspace"
         _copy(workspace, work)
         tmp = Path(scratch) / "tmp"
         tmp.mkdir()
-        full = {
-            **env,
-            **make_home(Path(scratch) / "home"),
-            "TMPDIR": str(tmp),
-            **workspace_vars(work),
-        }
+        home = Path(scratch) / "home"
+        full = {**env, **make_home(home), "TMPDIR": str(tmp), **workspace_vars(work)}
+        # The copy and the HOME are shown, not the scratch folder: its tmp is the /tmp, and
+        # /tmp must not hold itself.
         return checks.run(
-            command, work=work, writable=Path(scratch), tmp=tmp, env=full, timeout_secs=timeout
+            command, work=work, writable=(work, home), tmp=tmp, env=full, timeout_secs=timeout
         )
 
 
@@ -173,7 +176,7 @@ def run_post_scripts(
             result = checks.run(
                 command,
                 work=work,
-                writable=root,
+                writable=(root,),
                 tmp=Path(tmp),
                 env=full,
                 timeout_secs=spec.timeout_secs,

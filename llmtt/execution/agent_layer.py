@@ -23,7 +23,7 @@ from llmtt.errors import LlmttError
 from llmtt.events import EventWriter
 from llmtt.execution import isolation
 from llmtt.execution.transcript import capped
-from llmtt.execution.workspace import Workspace, WorkspaceError, prepare, run_setup, within
+from llmtt.execution.workspace import Workspace, WorkspaceError, prepare, run_setup
 from llmtt.plan.runs import Run
 from llmtt.process.sandbox.bwrap import Confinement, Sandbox, View, mounted
 from llmtt.process.shell import ShellResult, run_shell
@@ -134,7 +134,7 @@ def _run_agent(
             variant_files[dest] = project.root / src
     try:
         ws = prepare(run.dir, run.scenario.fixture_dir, variant_files, removes)
-        view = _view(ws, mounts)
+        view = _view(ws, mounts, base)
     except WorkspaceError as exc:
         return _error(str(exc))
     env = ws.env(run.target.env)
@@ -200,15 +200,21 @@ def _confined_launch(
         return _launch(run, agent, launch, url, confine)
 
 
-def _view(ws: Workspace, mounts: Mapping[str, str]) -> View:
-    """What the setup and the agent see: the workspace and HOME, their /tmp, the `mounts`."""
-    for folder in mounts.values():
-        path = ws.workspace / folder
-        if not within(ws.workspace, path.resolve()):
-            raise WorkspaceError(f"mounts: {folder!r} leads outside the workspace")
-    return mounted(
-        View(cwd=ws.workspace, writable=(ws.workspace, ws.home), tmp=ws.tmp), ws.workspace, mounts
-    )
+def _view(ws: Workspace, mounts: Mapping[str, str], base: Sandbox | None) -> View:
+    """What the setup and the agent see: the workspace and HOME, their /tmp, the `mounts`
+    (WorkspaceError: a mount that cannot be shown as written)."""
+    view = View(cwd=ws.workspace, writable=(ws.workspace, ws.home), tmp=ws.tmp)
+    view = mounted(view, ws.workspace, mounts)
+    shown = [folder for _, folder in view.mounts]
+    if None in shown or (view.tmp_checked and view.tmp is None):
+        raise WorkspaceError(
+            "mounts: a folder to show is a link or a file in the workspace; a mount must name "
+            "a folder of the fixture (or one to be made)"
+        )
+    covered = base.covered(view) if base is not None else None
+    if covered:
+        raise WorkspaceError(covered)
+    return view
 
 
 @dataclass(frozen=True)

@@ -91,19 +91,25 @@ def sandbox(root: Path, results: Path, config: Config, *more: Path) -> Sandbox |
     assert bwrap is not None  # check() said so
     extras = tuple(_user_path(root, p) for p in config.isolation.read_only)
     shared = tuple(_user_path(root, p) for p in config.isolation.read_write)
-    keep_out = (Path.home(), root.resolve(), results.resolve())
-    seen = _tool_folders(tool_path(), keep_out)
+    project = (root.resolve(), results.resolve())
+    keep_out = (Path.home().resolve(), *project)
+    seen = _tool_folders(tool_path(), keep_out, project)
     found = []
     for program in (p for p in more if not _under_system(p)):
-        install = _install_of(program)
-        if any(k.is_relative_to(install) for k in keep_out):
+        install, packaged = _install_of(program)
+        if any(k.is_relative_to(install) for k in keep_out) or (
+            not packaged and any(install.is_relative_to(p) for p in project)
+        ):
             # A program in the project's own folder: that file alone (README: a program
             # that needs files beside it names them in [isolation] read_only).
             install = Path(os.path.realpath(program))
         found.append(install)
     read_only = _outermost([*seen, *found, *extras])
     shown = (*read_only, *map(Path, SYSTEM_DIRS))
-    hidden = tuple(p for p in _llmtt_folders() if any(p.is_relative_to(r) for r in shown))
+    # What must stay unseen though a shown folder holds it: llmtt's code, and the project, its
+    # results or HOME under a folder the user or PATH shows (a project in /opt/...).
+    unseen = [*_llmtt_folders(), *(k for k in keep_out if k != Path("/"))]
+    hidden = tuple(p for p in unseen if any(p.is_relative_to(r) and p != r for r in shown))
     aliases = tuple(a for p in more if (a := _alias(p)) is not None)
     return Sandbox(bwrap, read_only, shared, hidden, aliases)
 
@@ -138,30 +144,36 @@ def _user_path(root: Path, given: str) -> Path:
 
 
 @functools.cache
-def _tool_folders(path: str, keep_out: tuple[Path, ...]) -> tuple[Path, ...]:
+def _tool_folders(
+    path: str, keep_out: tuple[Path, ...], project: tuple[Path, ...]
+) -> tuple[Path, ...]:
     """The folders of the programs a run may start: PATH's (whole virtualenvs), and this
-    Python's own installation; none that holds one of `keep_out`."""
-    folders = [Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()]
+    Python's own installation; none that holds one of `keep_out`, and of the `project`'s own
+    folders only its installs (a virtualenv, node_modules), not a folder of its scripts."""
+    folders = [_install_of(Path(sys.prefix)), _install_of(Path(sys.base_prefix))]
     for entry in path.split(os.pathsep):
         if not entry or not os.path.isabs(entry) or not os.path.isdir(entry):
             continue
         folders.append(_install_of(Path(entry)))
     out = []
-    for folder in folders:
+    for folder, packaged in folders:
         if _under_system(folder) or any(k.is_relative_to(folder) for k in keep_out):
+            continue
+        if not packaged and any(folder.is_relative_to(p) for p in project):
             continue
         out.append(folder)
     return tuple(dict.fromkeys(out))
 
 
-def _install_of(path: Path) -> Path:
-    """The folder a program's installation lives in: its virtualenv or node_modules (looked
-    for a few folders up), else the folder of the program (links followed)."""
+def _install_of(path: Path) -> tuple[Path, bool]:
+    """The folder a program's installation lives in, and whether it is a package's: its
+    virtualenv or node_modules (looked for a few folders up), else the folder of the program
+    (links followed)."""
     real = Path(os.path.realpath(path))
     for folder in [real, *real.parents][:INSTALL_DEPTH]:
         if folder.name == "node_modules" or (folder / "pyvenv.cfg").is_file():
-            return folder
-    return real if real.is_dir() else real.parent
+            return folder, True
+    return (real if real.is_dir() else real.parent), False
 
 
 def _under_system(path: Path) -> bool:

@@ -30,8 +30,10 @@ from llmtt.spec.scenario import mount_problem
 
 GUIDANCE = "AGENTS.md"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-# The first folder of an absolute path in a task's text (not a URL's, nor "and/or").
-ABSOLUTE = re.compile(r"(?<![\w.~:/-])/([A-Za-z0-9_][\w.-]*)")
+# The first folder of an absolute path in a task's text (not a URL's, nor "and/or"), and the
+# second where the first holds users' homes.
+ABSOLUTE = re.compile(r"(?<![\w.~:/-])/([A-Za-z0-9_][\w.-]*)(?:/([A-Za-z0-9_][\w.-]*))?")
+HOMES = ("home", "Users")
 JUDGE_TEMPLATE = """\
 {prompt}
 
@@ -204,10 +206,20 @@ def _scenario(
 
 
 def _mounts(texts: list[str]) -> dict[str, str]:
-    """Each top folder the task's absolute paths name, seen there from the workspace; the
-    system's own folders (/dev/null, /usr/bin, ...) are the sandbox's and stay so."""
-    tops = sorted({m.group(1) for text in texts for m in ABSOLUTE.finditer(text)})
-    return {f"/{top}": top for top in tops if mount_problem(f"/{top}", top) is None}
+    """Each top folder the task's absolute paths name (under /home, a user's home), seen there
+    from the workspace; the system's own folders (/dev/null, /usr/bin, ...) stay the
+    sandbox's."""
+    tops = sorted(
+        {
+            f"{m.group(1)}/{m.group(2)}" if m.group(1) in HOMES and m.group(2) else m.group(1)
+            for text in texts
+            for m in ABSOLUTE.finditer(text)
+        }
+    )
+    # /home itself would cover the project (and HOME) the sandbox shows: a user's home only.
+    return {
+        f"/{top}": top for top in tops if top not in HOMES and mount_problem(f"/{top}", top) is None
+    }
 
 
 def _files(files: Any) -> dict[str, str]:

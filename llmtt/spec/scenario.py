@@ -158,7 +158,8 @@ class Scenario(Strict):
         return value
 
 
-# The system's programs and libraries that a sandbox shows read-only (llmtt.process.sandbox).
+# The system's programs and libraries that a sandbox shows read-only (llmtt.process.sandbox);
+# /opt is not among them: only the folders on PATH under it are shown.
 SYSTEM_DIRS = (
     "/usr",
     "/bin",
@@ -168,7 +169,6 @@ SYSTEM_DIRS = (
     "/lib64",
     "/libx32",
     "/etc",
-    "/opt",
     "/sys",
 )
 # Where a workspace folder may not be seen: the system the sandbox is built from.

@@ -56,7 +56,7 @@ def test_what_one_gate_writes_reaches_neither_the_next_gate_nor_the_run_folder(
         assert first[-1] == third[-1] == "/tmp"
         for folder, later in zip(first[:-1], third[:-1], strict=True):
             assert folder != later  # each gate its own folders
-            assert not Path(folder).is_relative_to(project.root)  # none in the run folder
+            assert not Path(folder).is_relative_to(project.results() / "iso")  # not the run's
             assert not Path(folder, mark).exists()  # removed with the gate
         assert first[0] != "/tmp"
         run_dir = project.results() / "iso/oracle/r1"

@@ -318,3 +318,83 @@ def test_doit_run_refuses_in_one_line_where_no_sandbox_can_be_made(tmp_path: Pat
     assert refused.code == 2
     assert refused.err.count("\n") == 1 and "LLMTT_BWRAP=" in refused.err, refused.err
     assert not (project.results() / "a").exists()
+
+
+def test_a_link_planted_where_a_mount_was_leads_nowhere(tmp_path: Path) -> None:
+    """The agent replaces the folder a mount shows by a link to a folder outside; the next
+    command, and the gates after the agent, see an empty folder there, not where it leads."""
+    from tests.conftest import GIT_TOML
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("planted-secret-7f3\n")
+    project = Project(tmp_path / "p")
+    project.write("llmtt.toml", GIT_TOML)
+    project.write("fixture/data/in.txt", "x\n")
+    probe = "cat /data/secret.txt; echo escaped > /data/escaped.txt; ls /data"
+    project.write(
+        "scenarios/link.yaml",
+        json.dumps(
+            {
+                "task": {"prompt": "x"},
+                "fixture": "../fixture",
+                "mounts": {"/data": "data"},
+                "solution": [f"rm -rf data; ln -s {outside} data; ls -l", probe],
+                "evaluation": {
+                    "gates": [
+                        {"type": "command_succeeds", "command": "test -f /data/secret.txt"},
+                        {"type": "command_succeeds", "command": "echo gate > /data/gate.txt"},
+                    ]
+                },
+            }
+        ),
+    )
+    result = project.doit("run")
+    assert "Traceback" not in result.err, result.err
+    events = (project.results() / "link/oracle/r1/events.jsonl").read_text()
+    assert "planted-secret-7f3" not in events
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]  # nothing written there
+    gates = project.json("link/oracle/r1/gates.json")["gates"]
+    assert gates[0]["passed"] is False
+
+
+def test_a_project_inside_a_shown_folder_stays_unseen(tmp_path: Path) -> None:
+    from tests.conftest import GIT_TOML
+
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "note.txt").write_text("a shown file\n")
+    project = Project(tmp_path / "p")
+    project.write("llmtt.toml", GIT_TOML + f'[isolation]\nread_only = ["{tmp_path}"]\n')
+    project.write("secret.env", "project-secret-9c1\n")
+    project.write(
+        "scenarios/under.yaml",
+        json.dumps(
+            {
+                "task": {"prompt": "x"},
+                "solution": [
+                    f"cat {tmp_path}/tools/note.txt",
+                    f"cat {project.root}/secret.env {project.root}/llmtt.toml",
+                    f"ls {project.results()}",
+                ],
+            }
+        ),
+    )
+    result = project.doit("run")
+    assert result.code == 0, result.out + result.err
+    events = (project.results() / "under/oracle/r1/events.jsonl").read_text()
+    assert "a shown file" in events  # the folder is shown
+    assert "project-secret-9c1" not in events and "[isolation]" not in events
+    assert "report" not in events  # no other file of the results folder
+    project.write(
+        "scenarios/under.yaml",
+        json.dumps(
+            {
+                "task": {"prompt": "x"},
+                "mounts": {str(tmp_path): "here"},
+                "solution": ["true"],
+            }
+        ),
+    )
+    covered = project.doit("run")
+    assert covered.code == 1
+    assert "would hide" in project.json("under/oracle/r1/run.json")["error"]

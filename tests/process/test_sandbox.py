@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,3 +125,45 @@ def test_what_llmtt_says_where_bubblewrap_is_missing_or_cannot_work(
     said = unavailable(None)
     assert said is not None and "LLMTT_BWRAP=" in said
     bwrap.unavailable.cache_clear()
+
+
+def test_the_relay_caps_its_connections_and_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that opens connections without end gets the cap's worth; the rest are closed
+    at once, and the relay keeps serving once some end."""
+    from llmtt.process.sandbox import inside
+
+    monkeypatch.setattr(inside, "MAX_CONNECTIONS", 2)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    held: list[socket.socket] = []
+    threading.Thread(
+        target=lambda: [held.append(server.accept()[0]) for _ in range(9)], daemon=True
+    ).start()
+
+    def client(path: Path) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.connect(str(path))
+        sock.settimeout(3)
+        return sock
+
+    def wait_for(count: int) -> None:
+        deadline = time.monotonic() + 3
+        while len(held) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    with Relay([("127.0.0.1", server.getsockname()[1])]) as relay:
+        path = relay.routes[0].socket
+        first, second, third = client(path), client(path), client(path)
+        assert third.recv(1) == b""  # over the cap: closed by the relay
+        wait_for(2)
+        first.close()
+        held[0].close()  # both ends of the first connection are done: it is counted out
+        time.sleep(0.2)
+        fourth = client(path)
+        fourth.sendall(b"x")
+        wait_for(3)
+        assert len(held) == 3  # the first two, then the fourth once the first had ended
+        second.close()
+        fourth.close()
+    server.close()

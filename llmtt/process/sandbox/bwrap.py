@@ -22,7 +22,7 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from llmtt.process.sandbox.relay import HOSTS, INSIDE_DIR, LAUNCHER, Route
 from llmtt.spec.scenario import SYSTEM_DIRS
@@ -49,6 +49,13 @@ HIDDEN_ETC = (
     "/etc/sudoers.d",
     "/etc/ssh",
     "/etc/security/opasswd",
+    "/etc/ssl/private",
+    "/etc/apt/auth.conf",
+    "/etc/apt/auth.conf.d",
+    "/etc/NetworkManager/system-connections",
+    "/etc/wpa_supplicant",
+    "/etc/credstore",
+    "/etc/credstore.encrypted",
 )
 
 
@@ -60,27 +67,51 @@ class View:
     writable: tuple[Path, ...] = ()  # read-write, at their own paths
     readable: tuple[Path, ...] = ()  # read-only, at their own paths (files or folders)
     tmp: Path | None = None  # the folder that is its /tmp (None: an empty one in memory)
-    # A folder seen at /tmp is given as `tmp`, not in `mounts`.
-    mounts: tuple[tuple[str, Path], ...] = ()  # read-write at another path: (inside, folder)
+    # Read-write at another path: (inside, folder), the folder's real path with no link in it,
+    # or None where the folder could not be shown safely (then an empty one is). A folder seen
+    # at /tmp is given as `tmp` instead.
+    mounts: tuple[tuple[str, Path | None], ...] = ()
     routes: tuple[Route, ...] = ()  # the hosts it may reach (see relay.Relay)
+    tmp_checked: bool = False  # `tmp` is a folder of the workspace: checked like a mount
 
 
 def mounted(view: View, workspace: Path, mounts: Mapping[str, str]) -> View:
     """`view` with the folders of `workspace` that `mounts` names seen at their paths (made
     when missing). A mount of the workspace itself makes its path the working folder; one at
-    /tmp becomes the /tmp."""
-    seen = []
-    cwd, tmp = view.cwd, view.tmp
+    /tmp becomes the /tmp. A folder reached through a link (one a run planted, or a fixture's)
+    is not followed: an empty folder is seen there instead, at every start (see `_safe`)."""
+    seen: list[tuple[str, Path | None]] = []
+    cwd, tmp, checked = view.cwd, view.tmp, view.tmp_checked
+    root = Path(os.path.realpath(workspace))
     for inside, folder in mounts.items():
-        path = workspace / folder
-        path.mkdir(parents=True, exist_ok=True)
+        path = _folder_in(root, folder)
         if inside == "/tmp":
-            tmp = path
+            tmp, checked = path, True
             continue
         seen.append((inside, path))
-        if path.resolve() == workspace.resolve():
+        if path == root:
             cwd = Path(inside)
-    return replace(view, cwd=cwd, tmp=tmp, mounts=tuple(seen))
+    return replace(view, cwd=cwd, tmp=tmp, mounts=tuple(seen), tmp_checked=checked)
+
+
+def _folder_in(root: Path, rel: str) -> Path | None:
+    """`root/rel`, made where missing, or None where a part of it is a link or not a folder."""
+    path = root
+    for part in PurePosixPath(rel).parts:
+        if part in ("", "."):
+            continue
+        path = path / part
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            return None
+        path.mkdir(exist_ok=True)
+    return path
+
+
+def _safe(folder: Path | None) -> Path | None:
+    """`folder` when it still is that folder (no part of its path became a link), else None."""
+    if folder is None or os.path.realpath(folder) != str(folder) or not folder.is_dir():
+        return None
+    return folder
 
 
 @dataclass(frozen=True)
@@ -100,22 +131,25 @@ class Sandbox:
         out += _system()
         # /tmp first: what is shown below it (a project in /tmp) is mounted inside it.
         out += ["--proc", "/proc", "--dev", "/dev"]
-        if view.tmp is not None:
-            out += ["--bind", str(view.tmp), "/tmp"]
-        else:
-            out += ["--tmpfs", "/tmp"]
-        out += _binds("--ro-bind", self.read_only)
-        for folder, where in self.aliases:
-            out += ["--ro-bind", str(folder), str(where)]
+        tmp = _safe(view.tmp) if view.tmp_checked else view.tmp
+        out += ["--bind", str(tmp), "/tmp"] if tmp is not None else ["--tmpfs", "/tmp"]
+        # The tools' folders, then what must stay unseen inside them (llmtt's code, a project
+        # or HOME under a shown folder), then the tools' folders inside those.
+        inner = [p for p in self.read_only if any(p.is_relative_to(h) for h in self.hidden)]
+        out += _binds("--ro-bind", [p for p in self.read_only if p not in inner])
         for folder in self.hidden:
             if folder.is_dir():
                 out += ["--tmpfs", str(folder)]
+        out += _binds("--ro-bind", inner)
+        for folder, where in self.aliases:
+            out += ["--ro-bind", str(folder), str(where)]
         # Later binds go over earlier ones: a writable folder inside a readable one stays so.
         out += _binds("--ro-bind", view.readable)
         out += _binds("--bind", self.read_write)
         out += _binds("--bind", view.writable)
-        for inside, folder in view.mounts:
-            out += ["--bind", str(folder), inside]
+        for inside, shown in view.mounts:
+            source = _safe(shown)
+            out += ["--bind", str(source), inside] if source else ["--tmpfs", inside]
         if view.routes:
             out += self._network(view.routes)
         out += ["--chdir", str(view.cwd), "--setenv", "PWD", str(view.cwd)]
@@ -125,8 +159,30 @@ class Sandbox:
         if view.routes:
             # The relay listens before the command starts, so its first connection finds it.
             relay = f"{INSIDE_DIR}/relay.py"
-            out += [_python(), "-I", "-S", relay, _route_table(view.routes), "--"]
+            out += [_python(), "-I", "-S", relay, _route_table(view.routes)]
+            if _as_root(view.routes) and os.getuid() != 0:
+                out.append(f"{os.getuid()}:{os.getgid()}")  # the command's own ids back
+            out.append("--")
         return out + list(argv)
+
+    def covered(self, view: View) -> str | None:
+        """What a mount of `view` would hide that the sandbox must show (its own folders, the
+        tools), said as an error; None when nothing."""
+        needed = [
+            *view.writable,
+            *view.readable,
+            *self.read_only,
+            *(where for _, where in self.aliases),
+            Path(_python()),
+        ]
+        for inside, _ in view.mounts:
+            for path in needed:
+                if path.is_relative_to(inside):
+                    return (
+                        f"mounts: {inside} would hide {path}, which the sandbox shows; name a "
+                        "deeper folder of the task"
+                    )
+        return None
 
     def _network(self, routes: Sequence[Route]) -> list[str]:
         """The relay's folder (its sockets) at INSIDE_DIR, and its /etc/hosts."""
@@ -149,18 +205,26 @@ class Confinement:
         return self.sandbox.argv(self.view, argv)
 
 
+def _as_root(routes: Sequence[Route]) -> bool:
+    """Whether the relay must be uid 0 inside to listen on a port below 1024."""
+    return any(route.port < PRIVILEGED_PORTS for route in routes)
+
+
 def _namespaces(routes: Sequence[Route]) -> list[str]:
     out = ["--unshare-all", "--unshare-user"]
     if os.geteuid() == 0:
         # bubblewrap started by root keeps root's capabilities unless told otherwise.
         out += ["--cap-drop", "ALL"]
-    if any(route.port < PRIVILEGED_PORTS for route in routes):
+    if _as_root(routes):
         # The relay listens on the host's own port (443 for https). Binding one below 1024
         # takes CAP_NET_BIND_SERVICE in the user namespace that owns the network namespace,
         # which is bubblewrap's outer one unless the process is uid 0 inside (with another
         # uid, bubblewrap nests a second namespace to mount /dev). The capability reaches no
-        # further than the sandbox's own network.
+        # further than the sandbox's own network, and the command itself runs as the user.
         out += ["--uid", "0", "--gid", "0", "--cap-add", "CAP_NET_BIND_SERVICE"]
+        if os.getuid() != 0:
+            # To map the user's own ids in the command's namespace (inside.py: _become).
+            out += ["--cap-add", "CAP_SETFCAP"]
     return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 # The C modules, not `socket` and `threading`: their Python layers double the relay's start.
 import _socket
 import _thread
+import errno
 import os
 import select
 import sys
@@ -19,41 +20,91 @@ import sys
 CHUNK = 65536
 
 
-def pipe(a: _socket.socket, b: _socket.socket) -> None:
-    """Pass bytes both ways until both sides have ended; then close both."""
-    peer = {a: b, b: a}
-    open_ = [a, b]
+MAX_CONNECTIONS = 128  # open at once through one relay end; more are closed at once
+_BUSY = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+class Gate:
+    """How many connections are open through one relay end (thread-safe), up to a cap."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self._lock = _thread.allocate_lock()
+
+    def enter(self) -> bool:
+        """Count a new connection in; False when the cap is reached."""
+        with self._lock:
+            if self.open >= MAX_CONNECTIONS:
+                return False
+            self.open += 1
+            return True
+
+    def leave(self) -> None:
+        """Count a connection out."""
+        with self._lock:
+            self.open -= 1
+
+
+def pipe(a: _socket.socket, b: _socket.socket, gate: Gate | None = None) -> None:
+    """Pass bytes both ways until both sides have ended; then close both (and leave `gate`).
+    Any failure ends the connection, never the relay."""
+    ends = {a.fileno(): (a, b), b.fileno(): (b, a)}
+    poller = select.poll()  # not select(): a descriptor past 1023 must not end the relay
+    for fd in ends:
+        poller.register(fd, select.POLLIN)
     try:
-        while open_:
-            for sock in select.select(open_, [], [])[0]:
-                data = sock.recv(CHUNK)
+        while ends:
+            for fd, _ in poller.poll():
+                source, dest = ends[fd]
+                data = source.recv(CHUNK)
                 if data:
-                    peer[sock].sendall(data)
+                    dest.sendall(data)
                     continue
-                open_.remove(sock)
+                poller.unregister(fd)
+                del ends[fd]
                 try:
-                    peer[sock].shutdown(_socket.SHUT_WR)
+                    dest.shutdown(_socket.SHUT_WR)
                 except OSError:
                     pass
-    except OSError:
+    except Exception:
         pass
     finally:
         a.close()
         b.close()
+        if gate is not None:
+            gate.leave()
+
+
+def accept(listener: _socket.socket) -> _socket.socket | None:
+    """The next connection to `listener`; None once it is closed. Out of descriptors or
+    memory, it waits a moment and goes on rather than stopping."""
+    while True:
+        try:
+            fd, _ = listener._accept()  # type: ignore[attr-defined]  # the C socket's accept
+        except OSError as exc:
+            if exc.errno in _BUSY:
+                select.poll().poll(100)  # a pause of 100 ms with no module to import
+                continue
+            if exc.errno in (errno.EBADF, errno.EINVAL):
+                return None
+            continue  # the client gave up (ECONNABORTED), or a signal
+        return _socket.socket(fileno=fd)
 
 
 def _serve(listener: _socket.socket, path: str) -> None:
-    while True:
-        fd, _ = listener._accept()  # type: ignore[attr-defined]  # the C socket's accept
-        conn = _socket.socket(fileno=fd)
+    gate = Gate()
+    while (conn := accept(listener)) is not None:
+        if not gate.enter():
+            conn.close()
+            continue
         up = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             up.connect(path)
-        except OSError:
+            _thread.start_new_thread(pipe, (conn, up, gate))
+        except Exception:
             conn.close()
             up.close()
-            continue
-        _thread.start_new_thread(pipe, (conn, up))
+            gate.leave()
 
 
 def _listen(table: str) -> list[tuple[_socket.socket, str]]:
@@ -69,10 +120,26 @@ def _listen(table: str) -> list[tuple[_socket.socket, str]]:
     return listeners
 
 
+def _become(ids: str) -> None:
+    """Run on as `uid:gid` in a user namespace of its own: the relay needed uid 0 to listen
+    on a port below 1024; the command gets the user's own ids back, and no capability."""
+    import ctypes  # only here: a few milliseconds the usual start does not pay
+
+    uid, gid = ids.split(":")
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER)")
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} 0 1"), ("gid_map", f"{gid} 0 1")):
+        with open(f"/proc/self/{name}", "w") as handle:
+            handle.write(text)
+
+
 def main(argv: list[str]) -> None:
-    """Listen, leave a detached relay behind, then become the command."""
+    """Listen, leave a detached relay behind, then become the command:
+    `relay.py ROUTES [UID:GID] -- COMMAND...`."""
     listeners = _listen(argv[1])
-    command = argv[3:]  # after "--"
+    ids = argv[2] if argv[2] != "--" else None
+    command = argv[argv.index("--", 2) + 1 :]
     if os.fork() == 0:
         if os.fork() == 0:
             # The relay holds none of the command's terminal: its end is not waited for.
@@ -87,9 +154,11 @@ def main(argv: list[str]) -> None:
     for sock, _ in listeners:
         sock.close()
     try:
+        if ids is not None:
+            _become(ids)
         os.execvp(command[0], command)
     except OSError as exc:
-        sys.stderr.write(f"llmtt: cannot run {command[0]}: {exc.strerror}\n")
+        sys.stderr.write(f"llmtt: cannot run {command[0]}: {exc.strerror or exc}\n")
         os._exit(127)
 
 

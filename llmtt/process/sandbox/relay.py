@@ -72,6 +72,14 @@ class Relay:
 
     def __enter__(self) -> Relay:
         self._folder = Path(tempfile.mkdtemp(prefix="llmtt-net-"))
+        try:
+            self._open(self._folder)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _open(self, folder: Path) -> None:
         names: dict[str, str] = {}
         routes = []
         seen: set[tuple[str, int]] = set()
@@ -80,18 +88,17 @@ class Relay:
             if (address, port) in seen:
                 continue
             seen.add((address, port))
-            path = self._folder / f"{index}.sock"
+            path = folder / f"{index}.sock"
             listener = socket.socket(socket.AF_UNIX)
+            self._listeners.append(listener)
             listener.bind(str(path))
             listener.listen(64)
-            self._listeners.append(listener)
             routes.append(Route(host, port, address, path))
             threading.Thread(target=self._serve, args=(listener, host, port), daemon=True).start()
         self.routes = tuple(routes)
         lines = ["127.0.0.1\tlocalhost"]
         lines += [f"{r.address}\t{r.host}" for r in self.routes if r.address != r.host]
-        (self._folder / HOSTS).write_text("\n".join(dict.fromkeys(lines)) + "\n")
-        return self
+        (folder / HOSTS).write_text("\n".join(dict.fromkeys(lines)) + "\n")
 
     def __exit__(
         self,
@@ -109,19 +116,26 @@ class Relay:
             shutil.rmtree(self._folder, ignore_errors=True)
 
     def _serve(self, listener: socket.socket, host: str, port: int) -> None:
-        while True:
+        gate = inside.Gate()
+        while (conn := inside.accept(listener)) is not None:
+            if not gate.enter():
+                conn.close()
+                continue
             try:
-                conn, _ = listener.accept()
-            except OSError:  # closed: the process is done
-                return
-            threading.Thread(target=self._connect, args=(conn, host, port), daemon=True).start()
+                threading.Thread(
+                    target=self._connect, args=(conn, host, port, gate), daemon=True
+                ).start()
+            except Exception:  # no thread to be had: this connection only is refused
+                conn.close()
+                gate.leave()
 
     @staticmethod
-    def _connect(conn: socket.socket, host: str, port: int) -> None:
+    def _connect(conn: socket.socket, host: str, port: int, gate: inside.Gate) -> None:
         try:
             up = socket.create_connection((host, port), timeout=CONNECT_SECS)
-        except OSError:
+        except Exception:
             conn.close()
+            gate.leave()
             return
         up.settimeout(None)
-        inside.pipe(conn, up)
+        inside.pipe(conn, up, gate)

@@ -426,7 +426,11 @@ def _runtime_project(root: Path, first_solution: str) -> None:
     """Two oracle runs, `a` then `b`, both with the variant `docs` laid in."""
     (root / "scenarios").mkdir(parents=True)
     (root / "dodo.py").write_text("from llmtt.tasks import *  # noqa: F403\n")
-    (root / T).write_text("[matrix]\nvariants = ['docs']\n" + variant("AGENTS.md"))
+    # Run `a`'s command breaks the project from inside a run: only an unconfined run can
+    # (tests/execution/test_confinement.py proves a confined one cannot).
+    (root / T).write_text(
+        "[isolation]\nmode = 'none'\n[matrix]\nvariants = ['docs']\n" + variant("AGENTS.md")
+    )
     (root / "guide.md").write_text("guidance\n")
     gate = "evaluation:\n  gates:\n    - {type: file_exists, path: AGENTS.md}\n"
     (root / "scenarios/a.yaml").write_text(

@@ -226,12 +226,9 @@ def test_agent_timeout_keeps_partial_transcript_and_leaves_no_process(project: P
     assert metrics["tool_calls"] == 2  # the third command never started
     transcript = (project.results() / "slow/oracle/r1/transcript.raw.txt").read_text()
     assert "waiting" in transcript and "timed out" in transcript
-    pid = int((project.results() / "slow/oracle/r1/workspace/bg.pid").read_text())
-    assert (
-        not Path(f"/proc/{pid}").exists()
-        or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
-    )
-
+    # bg.pid holds the background process's id in its sandbox, not on this machine: it is
+    # looked for by its command line.
+    assert (project.results() / "slow/oracle/r1/workspace/bg.pid").exists()
     survivors = subprocess.run(
         ["pgrep", "-fx", f"sleep ({bg}|{sid})"], capture_output=True, text=True, timeout=10
     )

@@ -1,0 +1,204 @@
+"""The model gateway in-process: the scripted model as its upstream (all three wire formats,
+plain and streamed), and small fake providers that cut, refuse or vanish. What each request's
+record says is what the upstream's wire said."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+import pytest
+
+from llmtt.gateway.proxy import PLACEHOLDER_KEY, Gateway, Record, Upstream
+from llmtt.scripted.server import ScriptedServer
+from llmtt.spec.scripted import ScriptedSession, Turn, TurnUsage
+from tests.conftest import serving
+
+KEY = "sk-real-upstream-key-3c9"
+PATHS = {"messages": "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}
+TOOL = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
+TOOLS = {
+    "messages": {"name": "Bash", "description": "run", "input_schema": TOOL},
+    "chat": {"type": "function", "function": {"name": "shell", "parameters": TOOL}},
+    "responses": {"type": "function", "name": "shell", "parameters": TOOL},
+}
+FIGURES = TurnUsage(input=500, output=40, cache_read=2000, cache_write=300)
+
+
+class Records:
+    """The gateway's records, waited for."""
+
+    def __init__(self) -> None:
+        self.items: list[Record] = []
+        self.arrived = threading.Condition()
+
+    def __call__(self, record: Record) -> None:
+        with self.arrived:
+            self.items.append(record)
+            self.arrived.notify_all()
+
+    def wait(self, count: int = 1) -> list[Record]:
+        with self.arrived:
+            assert self.arrived.wait_for(lambda: len(self.items) >= count, timeout=10)
+            return list(self.items)
+
+
+def body(wire: str, stream: bool) -> dict[str, Any]:
+    """A first request of `wire`, offering a shell tool."""
+    out: dict[str, Any] = {"model": "m", "stream": stream, "tools": [TOOLS[wire]]}
+    if wire == "responses":
+        out["input"] = [{"type": "message", "role": "user", "content": "go"}]
+    else:
+        out["messages"] = [{"role": "user", "content": "go"}]
+    return out
+
+
+def post(url: str, payload: dict[str, Any], key: str = PLACEHOLDER_KEY) -> tuple[int, bytes]:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(payload).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "x-api-key": key,
+            "Authorization": f"Bearer {key}",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedServer]:
+    session = ScriptedSession(turns=[Turn(run=["ls"], usage=FIGURES)])
+    with ScriptedServer(session, api_key=KEY) as server:
+        yield server
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+@pytest.mark.parametrize("wire", ["messages", "chat", "responses"])
+def test_usage_is_read_off_the_wire_and_the_agent_never_holds_the_key(
+    scripted: ScriptedServer, wire: str, stream: bool
+) -> None:
+    records = Records()
+    with Gateway(records) as gateway:
+        base = gateway.add(Upstream(f"{scripted.url}/v1", KEY, "x-api-key"), "s/claude/r1")
+        assert KEY not in base
+        status, answer = post(base.removesuffix("/v1") + PATHS[wire], body(wire, stream))
+        assert status == 200, answer
+        assert b"ls" in answer  # the turn's call came through
+        record = records.wait()[0]
+    cache_write = 300 if wire == "messages" else 0  # the OpenAI wires have no field for it
+    assert record["run"] == "s/claude/r1" and record["status"] == 200
+    assert record["stream"] is stream and record["complete"] is True
+    assert (record["input_tokens"], record["output_tokens"]) == (500, 40)
+    assert (record["cache_read_tokens"], record["cache_write_tokens"]) == (2000, cache_write)
+    assert "fault" not in record
+    # The placeholder the agent holds opens nothing by itself.
+    status, _ = post(f"{scripted.url}{PATHS[wire]}", body(wire, stream))
+    assert status == 401
+
+
+def test_an_agent_that_hangs_up_mid_answer_is_counted_whole() -> None:
+    from llmtt.spec.scripted import Hang
+
+    session = ScriptedSession(
+        # An answer longer than the sockets hold: the gateway sees the agent is gone.
+        turns=[
+            Turn(say="x" * 3_000_000, run=["ls"], usage=FIGURES, hang=Hang(secs=0.5, at="stream"))
+        ]
+    )
+    records = Records()
+    with ScriptedServer(session) as server, Gateway(records) as gateway:
+        base = gateway.add(Upstream(f"{server.url}/v1"))
+        request = urllib.request.Request(
+            base + "/messages",
+            data=json.dumps(body("messages", True)).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        answer = urllib.request.urlopen(request, timeout=10)
+        answer.read1(10)  # the first event, then the agent is gone
+        answer.close()
+        record = records.wait()[0]
+    assert record["client_gone"] is True and record["complete"] is True
+    assert (record["input_tokens"], record["output_tokens"]) == (500, 40)
+
+
+class _Cut(BaseHTTPRequestHandler):
+    """A provider whose stream ends after its first events, before any output count."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        start = {
+            "type": "message_start",
+            "message": {"model": "claude-x", "usage": {"input_tokens": 700, "output_tokens": 1}},
+        }
+        self.wfile.write(f"event: message_start\ndata: {json.dumps(start)}\n\n".encode())
+        delta = {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "he"},
+        }
+        self.wfile.write(f"event: content_block_delta\ndata: {json.dumps(delta)}\n\n".encode())
+        self.wfile.flush()
+        self.close_connection = True
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class _Limited(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self.rfile.read(int(self.headers["content-length"]))
+        data = b'{"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}'
+        self.send_response(429)
+        self.send_header("Retry-After", "7")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_stream_the_provider_cuts_counts_what_the_wire_showed_as_a_lower_bound() -> None:
+    records = Records()
+    with serving(_Cut) as url, Gateway(records) as gateway:
+        base = gateway.add(Upstream(url))
+        status, _ = post(base + "/messages", body("messages", True))
+        record = records.wait()[0]
+    assert status == 200
+    assert record["fault"] == "cut" and record["complete"] is False
+    assert record["input_tokens"] == 700 and record["model"] == "claude-x"
+
+
+def test_a_429_and_an_unreachable_endpoint_are_faults_with_their_cause() -> None:
+    records = Records()
+    with serving(_Limited) as url, Gateway(records) as gateway:
+        limited = gateway.add(Upstream(url))
+        status, answer = post(limited + "/messages", body("messages", False))
+        assert status == 429 and b"slow down" in answer
+        gone = gateway.add(Upstream("http://127.0.0.1:9/v1"))
+        status, answer = post(gone + "/chat/completions", body("chat", False))
+        assert status == 502 and b"cannot reach the model endpoint" in answer
+        first, second = records.wait(2)
+    assert first["fault"] == "rate_limited" and first["retry_after"] == 7.0
+    assert second["fault"] == "connection" and second["status"] == 502
+
+
+def test_a_closed_route_opens_nothing() -> None:
+    with Gateway() as gateway:
+        base = gateway.add(Upstream("http://127.0.0.1:9/v1"))
+        gateway.remove(base)
+        status, _ = post(base + "/messages", body("messages", False))
+    assert status == 404

@@ -71,6 +71,11 @@ class Agent(ABC):
     structured_events: bool = True
     # The `[models.X]` field holding the name this agent calls a model by (part of its key).
     model_name_field: str = "id"
+    # The header a provider of this agent's wire takes its key in (`x-api-key`: Anthropic's),
+    # which the model gateway puts the real key in.
+    key_header: str = "authorization"
+    # It takes its endpoint from `[models]` (RunContext.models), so the gateway can stand in.
+    through_gateway: bool = False
 
     def __init__(self, settings: AgentSettings, project_root: Path) -> None:
         self.settings = settings

@@ -169,6 +169,7 @@ class ClaudeCodeAgent(CliAgent):
     package = pinned("claude-code")
     key_env = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
     provider_hosts = ("api.anthropic.com",)
+    key_header = "x-api-key"
     own_turn_limit = True  # --max-turns
 
     def command(self, ctx: RunContext, exe: str) -> tuple[list[str], dict[str, str]]:

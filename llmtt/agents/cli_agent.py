@@ -33,6 +33,7 @@ class CliAgent(Agent):
     key_env: tuple[str, ...] = ()  # variables that authenticate it with a real provider
     own_turn_limit = False  # the CLI stops itself at ctx.max_turns (llmtt passes its flag)
     provider_hosts: tuple[str, ...] = ()  # where it calls its own provider's models
+    through_gateway = True
 
     def executable(self) -> str | None:
         """The configured binary, else the first found where llmtt installs agents, else PATH

@@ -39,6 +39,7 @@ class CommandAgent(CliAgent):
     """An agent CLI launched from a command template."""
 
     package = "the agent's own package"
+    through_gateway = False  # its command line names no endpoint llmtt could replace
 
     def __init__(self, name: str, settings: AgentSettings, project_root: Path) -> None:
         super().__init__(settings, project_root)

@@ -7,12 +7,14 @@ the agent works and renamed when it is done, so a killed run never looks finishe
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
+import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from llmtt.events import EventWriter
 from llmtt.execution import isolation
 from llmtt.execution.transcript import capped
 from llmtt.execution.workspace import Workspace, WorkspaceError, prepare, run_setup
+from llmtt.gateway.proxy import PLACEHOLDER_KEY, Gateway, Upstream
 from llmtt.plan.runs import Run
 from llmtt.process.sandbox.bwrap import Confinement, Sandbox, View, mounted
 from llmtt.process.shell import ShellResult, run_shell
@@ -35,7 +38,7 @@ from llmtt.util.atomic import open_private, write_json
 
 RUN_FORMAT = 1
 SCRIPTED = "scripted"
-AGENT_ARTIFACTS = ("run.json", "events.jsonl", "transcript.raw.txt")
+AGENT_ARTIFACTS = ("run.json", "events.jsonl", "transcript.raw.txt", "wire.jsonl")
 
 
 def _now() -> str:
@@ -168,8 +171,10 @@ def _run_agent(
         log.unlink(missing_ok=True)
         spec = run.scenario.spec
         with ScriptedServer(spec.scripted or spec.solution, log=log) as server:
-            hosts = [server.url]
-            return _confined_launch(run, agent, launch, (base, view, hosts), server.url)
+            with _gateway(run) as gateway:
+                # The agent reaches the scripted model as any other: through the gateway.
+                url = gateway.add(Upstream(f"{server.url}/v1"), run.run_id).removesuffix("/v1")
+                return _confined_launch(run, agent, launch, (base, view, [url]), url)
     urls = agent.model_urls(run.model) if run.model else []
     if urls is None:
         urls = []
@@ -179,7 +184,50 @@ def _run_agent(
                 "sandbox cannot let it through: give [models] api_base for it, or list the "
                 "host in [isolation.network] agent"
             )
+    model = project.config.models.get(run.model or "")
+    if agent.through_gateway and model is not None and model.api_base:
+        # An endpoint llmtt knows the URL of: the agent is given the gateway's, and a key
+        # that opens nothing; the gateway adds the real one.
+        key = model.api_key_env and (
+            env.get(model.api_key_env) or os.environ.get(model.api_key_env)
+        )
+        with _gateway(run) as gateway:
+            upstream = Upstream(model.api_base, key or None, agent.key_header)
+            route = gateway.add(upstream, run.run_id)
+            launch = _through(
+                launch,
+                agent,
+                run.model or "",
+                model.model_copy(update={"api_base": route, "api_key_env": GATEWAY_KEY_ENV}),
+            )
+            return _confined_launch(run, agent, launch, (base, view, [route]), None)
     return _confined_launch(run, agent, launch, (base, view, urls), None)
+
+
+GATEWAY_KEY_ENV = "LLMTT_GATEWAY_KEY"  # the variable holding the placeholder key an agent gets
+
+
+def _through(launch: _Launch, agent: Agent, name: str, spec: ModelSpec) -> _Launch:
+    """`launch` with model `name` reached at the gateway (`spec`) and its placeholder key;
+    the agent's own `[models]` follow, so no real key variable is passed to it."""
+    models = {**launch.models, name: spec}
+    agent.models = {**agent.models, name: spec}
+    return replace(launch, models=models, env={**launch.env, GATEWAY_KEY_ENV: PLACEHOLDER_KEY})
+
+
+@contextlib.contextmanager
+def _gateway(run: Run) -> Iterator[Gateway]:
+    """A model gateway for one run: each request it passes becomes a line of
+    `<run>/wire.jsonl` (what the provider's wire said of it)."""
+    path = run.dir / "wire.jsonl"
+    lock = threading.Lock()
+
+    def write(record: dict[str, Any]) -> None:
+        with lock, open(path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, sort_keys=True) + "\n")
+
+    with Gateway(write) as gateway:
+        yield gateway
 
 
 def _confined_launch(

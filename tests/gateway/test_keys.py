@@ -1,0 +1,57 @@
+"""Keys stay in the harness: the real CLIs, against a paid endpoint on loopback (the scripted
+model, requiring the key), get the gateway's URL and a placeholder. Their commands look for
+the key everywhere they can; it is found in no file of the run, and the endpoint still got it
+on every request."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from llmtt.scripted.server import ScriptedServer
+from tests.conftest import cli_project
+
+KEY = "sk-planted-7d2e41ab9c"
+AGENTS = ("claude-code", "opencode", "codex")
+
+
+def test_the_agent_never_holds_the_key_the_gateway_adds(tmp_path: Path) -> None:
+    hunt = [
+        "env > seen-env.txt; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' >> seen-env.txt",
+        "grep -rl sk-planted ~ /tmp . > found.txt 2>/dev/null; echo hunted > done.txt",
+    ]
+    log = tmp_path / "provider.log"
+    with ScriptedServer(hunt, log=log, api_key=KEY) as provider:
+        project = cli_project(
+            tmp_path / "p",
+            f'\n[models.paid]\napi_base = "{provider.url}/v1"\napi_key_env = "PAID_KEY"\n',
+        )
+        project.write(
+            "scenarios/keys.yaml",
+            json.dumps(
+                {
+                    "task": {"prompt": "look around"},
+                    "evaluation": {"gates": [{"type": "file_exists", "path": "done.txt"}]},
+                }
+            ),
+        )
+        result = project.doit(
+            "run",
+            "-n",
+            "3",
+            f"agent={','.join(AGENTS)}",
+            "model=paid",
+            env={"LLMTT_ENABLED": "1", "PAID_KEY": KEY},
+        )
+    assert result.code == 0, result.out + result.err
+    statuses = [json.loads(line)["status"] for line in log.read_text().splitlines()]
+    assert statuses and set(statuses) == {200}  # every request carried the real key
+    for agent in AGENTS:
+        run = project.results() / "keys" / f"{agent}-paid" / "r1"
+        assert project.json(f"keys/{agent}-paid/r1/result.json")["outcome"] == "pass", agent
+        assert (run / "workspace" / "seen-env.txt").stat().st_size > 0  # it did look
+        for path in run.rglob("*"):
+            if path.is_file():
+                assert KEY.encode() not in path.read_bytes(), (agent, path)
+        wire = [json.loads(line) for line in (run / "wire.jsonl").read_text().splitlines()]
+        assert wire and all(r["status"] == 200 and r["complete"] for r in wire), agent

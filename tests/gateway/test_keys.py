@@ -18,7 +18,9 @@ AGENTS = ("claude-code", "opencode", "codex")
 def test_the_agent_never_holds_the_key_the_gateway_adds(tmp_path: Path) -> None:
     hunt = [
         "env > seen-env.txt; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' >> seen-env.txt",
-        "grep -rl sk-planted ~ /tmp . > found.txt 2>/dev/null; echo hunted > done.txt",
+        # -D skip: an agent's HOME may hold a named pipe, which would hold grep for ever.
+        "timeout 20 grep -rlI -D skip sk-planted ~ /tmp . > found.txt 2>/dev/null; "
+        "echo hunted > done.txt",
     ]
     log = tmp_path / "provider.log"
     with ScriptedServer(hunt, log=log, api_key=KEY) as provider:
@@ -48,7 +50,9 @@ def test_the_agent_never_holds_the_key_the_gateway_adds(tmp_path: Path) -> None:
     assert statuses and set(statuses) == {200}  # every request carried the real key
     for agent in AGENTS:
         run = project.results() / "keys" / f"{agent}-paid" / "r1"
-        assert project.json(f"keys/{agent}-paid/r1/result.json")["outcome"] == "pass", agent
+        record = project.json(f"keys/{agent}-paid/r1/result.json")
+        events = (run / "events.jsonl").read_text()
+        assert record["outcome"] == "pass", (agent, record["outcome_reason"], events[-3000:])
         assert (run / "workspace" / "seen-env.txt").stat().st_size > 0  # it did look
         for path in run.rglob("*"):
             if path.is_file():

@@ -26,7 +26,7 @@ from llmtt.events import EventWriter
 from llmtt.execution import isolation
 from llmtt.execution.transcript import capped
 from llmtt.execution.workspace import Workspace, WorkspaceError, prepare, run_setup
-from llmtt.gateway.proxy import PLACEHOLDER_KEY, Gateway, Upstream
+from llmtt.gateway.proxy import DRAIN_SECS, PLACEHOLDER_KEY, Gateway, Upstream
 from llmtt.plan.runs import Run
 from llmtt.process.sandbox.bwrap import Confinement, Sandbox, View, mounted
 from llmtt.process.shell import ShellResult, run_shell
@@ -171,7 +171,7 @@ def _run_agent(
         log.unlink(missing_ok=True)
         spec = run.scenario.spec
         with ScriptedServer(spec.scripted or spec.solution, log=log) as server:
-            with _gateway(run) as gateway:
+            with _gateway(run, drain_secs=0) as gateway:  # nothing to count: it is free
                 # The agent reaches the scripted model as any other: through the gateway.
                 url = gateway.add(Upstream(f"{server.url}/v1"), run.run_id).removesuffix("/v1")
                 return _confined_launch(run, agent, launch, (base, view, [url]), url)
@@ -216,18 +216,27 @@ def _through(launch: _Launch, agent: Agent, name: str, spec: ModelSpec) -> _Laun
 
 
 @contextlib.contextmanager
-def _gateway(run: Run) -> Iterator[Gateway]:
+def _gateway(run: Run, drain_secs: float = DRAIN_SECS) -> Iterator[Gateway]:
     """A model gateway for one run: each request it passes becomes a line of
     `<run>/wire.jsonl` (what the provider's wire said of it)."""
     path = run.dir / "wire.jsonl"
     lock = threading.Lock()
+    open_ = [True]
 
     def write(record: dict[str, Any]) -> None:
-        with lock, open(path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, sort_keys=True) + "\n")
+        with lock:
+            # A request still being read when the run ended (an answer the agent hung up on,
+            # from a stalled provider) is not written into the next attempt's record.
+            if open_[0]:
+                with open(path, "a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(record, sort_keys=True) + "\n")
 
-    with Gateway(write) as gateway:
-        yield gateway
+    try:
+        with Gateway(write, drain_secs) as gateway:
+            yield gateway
+    finally:
+        with lock:
+            open_[0] = False
 
 
 def _confined_launch(

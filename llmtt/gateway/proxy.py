@@ -30,6 +30,9 @@ from urllib.parse import urlsplit
 from llmtt.gateway.meter import StreamMeter, WireUsage, read_body, wire_of
 
 CONNECT_SECS = 30.0
+# At close, how long requests under way (an answer read to its end after the agent was
+# stopped) may still take to be counted.
+DRAIN_SECS = 5.0
 READ_SECS = 600.0
 CHUNK = 65536
 # Never passed on: the agent's credentials, and what belongs to one connection only.
@@ -74,10 +77,15 @@ class Gateway:
     """The server; use as a context manager. `add` registers an upstream and returns the base
     URL an agent is given for it; every request's record goes to `on_record`."""
 
-    def __init__(self, on_record: Callable[[Record], None] | None = None) -> None:
+    def __init__(
+        self, on_record: Callable[[Record], None] | None = None, drain_secs: float = DRAIN_SECS
+    ) -> None:
         self.on_record = on_record
+        self.drain_secs = drain_secs
         self._routes: dict[str, tuple[Upstream, str]] = {}
         self._lock = threading.Lock()
+        self._active = 0
+        self._idle = threading.Condition(self._lock)
         gateway = self
 
         class Handler(_Handler):
@@ -98,8 +106,16 @@ class Gateway:
         value: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        with self._idle:
+            self._idle.wait_for(lambda: self._active == 0, timeout=self.drain_secs)
         self._server.shutdown()
         self._server.server_close()
+
+    def busy(self, change: int) -> None:
+        """Count a request in (+1) or out (-1)."""
+        with self._idle:
+            self._active += change
+            self._idle.notify_all()
 
     def add(self, upstream: Upstream, label: str = "") -> str:
         """Route a new token to `upstream`; `label` names it in the records (a run's id)."""
@@ -159,12 +175,14 @@ class _Handler(BaseHTTPRequestHandler):
             "wire": wire,
             "stream": streamed,
         }
+        self.owner.busy(+1)
         try:
             self._pass(upstream, rest, body, wire, record)
         finally:
             record["duration_secs"] = round(time.monotonic() - started, 3)
             if wire is not None or record.get("fault"):
                 self.owner.record(record)
+            self.owner.busy(-1)
 
     def _pass(
         self, upstream: Upstream, rest: str, body: bytes, wire: str | None, record: Record

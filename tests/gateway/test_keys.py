@@ -18,9 +18,9 @@ AGENTS = ("claude-code", "opencode", "codex")
 def test_the_agent_never_holds_the_key_the_gateway_adds(tmp_path: Path) -> None:
     hunt = [
         "env > seen-env.txt; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' >> seen-env.txt",
-        # -D skip: an agent's HOME may hold a named pipe, which would hold grep for ever.
-        "timeout 20 grep -rlI -D skip sk-planted ~ /tmp . > found.txt 2>/dev/null; "
-        "echo hunted > done.txt",
+        # done.txt first: the gate shows the run got this far whatever the search costs (an
+        # agent CLI may stop a slow command). -D skip: a named pipe would hold grep for ever.
+        "echo hunted > done.txt; timeout 5 grep -rlI -D skip sk-planted ~ . > found.txt",
     ]
     log = tmp_path / "provider.log"
     with ScriptedServer(hunt, log=log, api_key=KEY) as provider:

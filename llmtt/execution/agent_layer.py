@@ -30,6 +30,7 @@ from llmtt.gateway.proxy import DRAIN_SECS, PLACEHOLDER_KEY, Gateway, Upstream
 from llmtt.plan.runs import Run
 from llmtt.process.sandbox.bwrap import Confinement, Sandbox, View, mounted
 from llmtt.process.shell import ShellResult, run_shell
+from llmtt.providers import endpoint_of
 from llmtt.redaction import Redactor
 from llmtt.scripted.server import ScriptedServer
 from llmtt.spec.config import CONTROL_VARIANT, ModelSpec, NetworkPolicy, control_removes
@@ -188,9 +189,7 @@ def _run_agent(
     if agent.through_gateway and model is not None and model.api_base:
         # An endpoint llmtt knows the URL of: the agent is given the gateway's, and a key
         # that opens nothing; the gateway adds the real one.
-        key = model.api_key_env and (
-            env.get(model.api_key_env) or os.environ.get(model.api_key_env)
-        )
+        key = endpoint_of(run.model or "", project.config.models, env).key
         with _gateway(run) as gateway:
             upstream = Upstream(model.api_base, key or None, agent.key_header)
             route = gateway.add(upstream, run.run_id)

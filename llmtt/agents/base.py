@@ -87,6 +87,10 @@ class Agent(ABC):
         """The agent's version (part of the run key), asked through `probe` (cached)."""
         return "unknown"
 
+    def key_header_for(self, model: ModelSpec) -> str:
+        """The header the provider of `model` takes its key in, as this agent calls it."""
+        return self.key_header
+
     def install_paths(self) -> tuple[Path, ...]:
         """The programs of this agent a sandbox must show (read-only, with their installs)."""
         return ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from typing import Any
@@ -24,6 +24,7 @@ from llmtt.providers import (
     missing_key,
     resolve_model,
 )
+from llmtt.spec.config import ModelSpec
 from llmtt.util.text import strip_ansi
 
 # Part of every litellm run's key: a change to what the model is told, or to how its commands
@@ -119,6 +120,12 @@ class LitellmAgent(Agent):
 
     name = "litellm"
     model_name_field = "litellm"
+    through_gateway = True
+
+    def key_header_for(self, model: ModelSpec) -> str:
+        """Anthropic's models take their key in `x-api-key`; litellm's other providers, as
+        OpenAI's, in `Authorization`."""
+        return "x-api-key" if (model.litellm or "").startswith("anthropic/") else "authorization"
 
     def version(self, probe: VersionProbe) -> str:
         """The loop's own version and litellm's ("not installed" without it, as a CLI's)."""
@@ -170,6 +177,9 @@ class LitellmAgent(Agent):
     def _loop(self, ctx: RunContext, loop: _Loop) -> _Stop:
         assert ctx.model is not None
         model = resolve_model(ctx.model, ctx.models, ctx.model_url)
+        if model.api_key is None and model.api_key_env in ctx.env:
+            # The run's own key variable: the model gateway's placeholder, when it stands in.
+            model = replace(model, api_key=ctx.env[model.api_key_env or ""])
         ctx.events.emit("spawn", command="litellm", args=[model.litellm])
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": system_prompt(dict(ctx.guidance))},

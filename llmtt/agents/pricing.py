@@ -78,6 +78,10 @@ class Pricing:
             return 0.0
         return self.model.cost(tokens.input, tokens.output, tokens.cache_read, tokens.cache_write)
 
+    def price(self, input: int, output: int, cache_read: int, cache_write: int) -> float | None:
+        """`cost` of these figures (the form the gateway's records are folded with)."""
+        return self.cost(Tokens(input, output, cache_read, cache_write))
+
 
 SCRIPTED_PRICING = Pricing(SCRIPTED)
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from llmtt.agents.pricing import pricing_of
 from llmtt.errors import LlmttError
 from llmtt.evaluation.evaluators.runner import (
     Memo,
@@ -26,6 +27,7 @@ from llmtt.evaluation.scripts import (
 )
 from llmtt.evaluation.shell.target_commands import TargetCommand, matcher_for
 from llmtt.evaluation.transcript import DEFAULT_MARKER, transcript_events
+from llmtt.evaluation.usage import usage_fields, wire_usage
 from llmtt.events import UNREAD, Event, Output, ToolCall, read_events
 from llmtt.execution import isolation
 from llmtt.execution.workspace import Workspace
@@ -70,8 +72,12 @@ def evaluate_run(
         marker = settings.command_marker if settings else DEFAULT_MARKER
         structured = info.get("structured_events", True)
         events, source = _events(run.dir, marker, structured=structured)
-        metrics.update(interaction_metrics(events, matcher, free=bool(info.get("free"))))
+        free = bool(info.get("free"))
+        metrics.update(interaction_metrics(events, matcher, free=free))
         metrics["source"] = source
+        pricing = pricing_of(run.model, project.config.models, free=free)
+        usage, usage_warnings = usage_fields(metrics, wire_usage(run.dir, pricing), pricing)
+        metrics.update(usage)
         ws = Workspace(run.dir, run.dir / "workspace", run.dir / "home")
         env = script_env(run, ws)
         checks = _checks(project, run)
@@ -97,6 +103,8 @@ def evaluate_run(
         )
         gates = run_gates(run.scenario.spec.evaluation.gates, ctx)
         metrics.update(_scripts_fields(post, run_script_evaluators(run, seen, env, checks)))
+        if usage_warnings:
+            metrics.setdefault("warnings", []).extend(usage_warnings)
         unread = sum(
             isinstance(e, Output) and e.text.startswith("llmtt: ") and UNREAD in e.text
             for e in events

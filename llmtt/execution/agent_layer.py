@@ -20,13 +20,16 @@ from typing import Any
 
 from llmtt import __version__
 from llmtt.agents.base import Agent, AgentExit, RunContext
+from llmtt.agents.pricing import Pricing, pricing_of
 from llmtt.agents.registry import make_agent
 from llmtt.errors import LlmttError
 from llmtt.events import EventWriter
 from llmtt.execution import isolation
+from llmtt.execution.budget import BUDGET_EXHAUSTED
 from llmtt.execution.transcript import capped
 from llmtt.execution.workspace import Workspace, WorkspaceError, prepare, run_setup
 from llmtt.gateway.proxy import DRAIN_SECS, PLACEHOLDER_KEY, Gateway, Upstream
+from llmtt.gateway.usage import WIRE_FILE, fold, read_wire
 from llmtt.plan.runs import Run
 from llmtt.process.sandbox.bwrap import Confinement, Sandbox, View, mounted
 from llmtt.process.shell import ShellResult, run_shell
@@ -35,7 +38,7 @@ from llmtt.redaction import Redactor
 from llmtt.scripted.server import ScriptedServer
 from llmtt.spec.config import CONTROL_VARIANT, ModelSpec, NetworkPolicy, control_removes
 from llmtt.spec.project import Project
-from llmtt.util.atomic import open_private, write_json
+from llmtt.util.atomic import open_private, read_jsonl, write_json
 
 RUN_FORMAT = 1
 SCRIPTED = "scripted"
@@ -74,7 +77,11 @@ def execute_run(
         "started_at": started_at,
     }
     agent = make_agent(project.config, project.root, run.agent)
-    outcome = _error(refusal) if refusal else _run_agent(project, run, agent, session_budget)
+    given_up = _given_up(run, project.config.run.provider_attempts)
+    if refusal or given_up:
+        outcome = _error(refusal or given_up or "")
+    else:
+        outcome = _ended(run, _run_agent(project, run, agent, session_budget))
     record.update(
         {
             "finished_at": _now(),
@@ -94,8 +101,80 @@ def execute_run(
         }
     )
     record = project.redactor().value(record)  # an error may quote setup output
+    if not refusal and not given_up:
+        _attempted(run, record, pricing_of(run.model, project.config.models, free=agent.free))
     write_json(run.dir / "run.json", record)
     return record
+
+
+PROVIDER_FAILED = "the model provider failed, not the agent"
+ATTEMPTS = "attempts.jsonl"
+
+
+def _ended(run: Run, outcome: AgentExit) -> AgentExit:
+    """How the run ended, with what its gateway saw. A run whose last request met a provider
+    fault, or whose agent went on from an answer the provider cut, could not be carried out: it
+    is not the agent's failure, and stays pending. A fault the agent recovered from (a 429 it
+    waited out, a 5xx it retried) loses nothing, and the run stands. A run whose request was
+    refused at a limit stopped for that reason."""
+    records = read_wire(run.dir)
+    if records is None or outcome.error:
+        return outcome
+    seen = fold(records, lambda *_: 0.0)
+    if seen.last_fault is not None:
+        return replace(outcome, error=f"{PROVIDER_FAILED}: {seen.last_fault}")
+    if seen.went_on_from_cut is not None:
+        # The session the agent had is not the one the model gave: it measures the provider.
+        return replace(
+            outcome,
+            error=f"{PROVIDER_FAILED}: {seen.went_on_from_cut}, and the agent went on from "
+            "the part it got",
+        )
+    if seen.refused is not None:
+        if seen.refused.startswith(BUDGET_EXHAUSTED):
+            return replace(outcome, error=seen.refused)
+        return replace(outcome, natural_stop=False, reason=outcome.reason or seen.refused)
+    return outcome
+
+
+def _given_up(run: Run, attempts: int) -> str | None:
+    """Why the run is not tried again: the provider failed its last `attempts` attempts."""
+    path = run.dir / ATTEMPTS
+    try:
+        earlier = [r for r in read_jsonl(path) if isinstance(r, dict)]
+    except LlmttError:
+        return None  # a damaged record of attempts stops nothing
+    streak = []
+    for attempt in reversed(earlier):
+        if attempt.get("key") != run.agent_key or not attempt.get("provider_failed"):
+            break
+        streak.append(attempt)
+    if len(streak) < attempts:
+        return None
+    return (
+        f"not tried again: the model provider failed the last {len(streak)} attempts (the last: "
+        f"{streak[0].get('error')}); remove {path} to try again, or raise [run] "
+        "provider_attempts"
+    )
+
+
+def _attempted(run: Run, record: dict[str, Any], pricing: Pricing) -> None:
+    """Add this attempt to the run's attempts.jsonl, which every attempt keeps: what each paid
+    attempt cost, and how many in a row the provider failed."""
+    records = read_wire(run.dir)
+    seen = fold(records or [], pricing.price)
+    attempt = {
+        "key": run.agent_key,
+        "started_at": record["started_at"],
+        "status": record["status"],
+        "error": record["error"],
+        "provider_failed": str(record["error"] or "").startswith(PROVIDER_FAILED),
+        "requests": seen.sent if records is not None else None,
+        "cost_usd": seen.cost if records is not None else None,
+        "cost_lower_bound": bool(seen.unreported),
+    }
+    with open(run.dir / ATTEMPTS, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(attempt, sort_keys=True) + "\n")
 
 
 def _run_agent(
@@ -163,8 +242,16 @@ def _run_agent(
                 return _failed("target health check", health)
     env.update(agent.settings.env)
     guidance = _guidance(list(variant_files), ws.workspace)
+    pricing = pricing_of(run.model, project.config.models, free=agent.free)
     launch = _Launch(
-        ws, env, guidance, project.config.models, project.redactor(), budget, network.agent
+        ws,
+        env,
+        guidance,
+        project.config.models,
+        project.redactor(),
+        budget,
+        network.agent,
+        pricing,
     )
     if run.model == SCRIPTED and agent.needs_model:
         # The scripted model lives exactly as long as the run that needs it.
@@ -172,7 +259,7 @@ def _run_agent(
         log.unlink(missing_ok=True)
         spec = run.scenario.spec
         with ScriptedServer(spec.scripted or spec.solution, log=log) as server:
-            with _gateway(run, drain_secs=0) as gateway:  # nothing to count: it is free
+            with _gateway(run, launch, drain_secs=0) as gateway:  # it is free: no drain
                 # The agent reaches the scripted model as any other: through the gateway.
                 url = gateway.add(Upstream(f"{server.url}/v1"), run.run_id).removesuffix("/v1")
                 return _confined_launch(run, agent, launch, (base, view, [url]), url)
@@ -190,8 +277,8 @@ def _run_agent(
         # An endpoint llmtt knows the URL of: the agent is given the gateway's, and a key
         # that opens nothing; the gateway adds the real one.
         key = endpoint_of(run.model or "", project.config.models, env).key
-        with _gateway(run) as gateway:
-            upstream = Upstream(model.api_base, key or None, agent.key_header)
+        with _gateway(run, launch) as gateway:
+            upstream = Upstream(model.api_base, key or None, agent.key_header_for(model))
             route = gateway.add(upstream, run.run_id)
             launch = _through(
                 launch,
@@ -214,28 +301,70 @@ def _through(launch: _Launch, agent: Agent, name: str, spec: ModelSpec) -> _Laun
     return replace(launch, models=models, env={**launch.env, GATEWAY_KEY_ENV: PLACEHOLDER_KEY})
 
 
-@contextlib.contextmanager
-def _gateway(run: Run, drain_secs: float = DRAIN_SECS) -> Iterator[Gateway]:
-    """A model gateway for one run: each request it passes becomes a line of
-    `<run>/wire.jsonl` (what the provider's wire said of it)."""
-    path = run.dir / "wire.jsonl"
-    lock = threading.Lock()
-    open_ = [True]
+class _Wire:
+    """A run's requests as its gateway passes them: each written to `<run>/wire.jsonl` and
+    kept, so the limits can be checked before the next goes upstream (`admit`)."""
 
-    def write(record: dict[str, Any]) -> None:
-        with lock:
+    def __init__(self, run: Run, launch: _Launch) -> None:
+        self.path = run.dir / WIRE_FILE
+        self.path.write_bytes(b"")  # present: the run went through a gateway
+        self.lock = threading.Lock()
+        self.open = True
+        self.records: list[dict[str, Any]] = []
+        self.max_turns = run.max_turns
+        self.max_usd = run.scenario.spec.cost.max_usd
+        self.budget = launch.session_budget
+        self.price = launch.pricing.price
+        self.stop: str | None = None  # why a request was refused: the session budget's
+
+    def write(self, record: dict[str, Any]) -> None:
+        """One request's record."""
+        with self.lock:
             # A request still being read when the run ended (an answer the agent hung up on,
             # from a stalled provider) is not written into the next attempt's record.
-            if open_[0]:
-                with open(path, "a", encoding="utf-8") as handle:
+            if self.open:
+                self.records.append(record)
+                with open(self.path, "a", encoding="utf-8") as handle:
                     handle.write(json.dumps(record, sort_keys=True) + "\n")
 
+    def admit(self) -> str | None:
+        """Why the next request must not go upstream (a limit reached), or None."""
+        with self.lock:
+            run = fold(list(self.records), self.price)
+        if run.loop.requests >= self.max_turns:
+            return f"turn limit reached ({self.max_turns} turns)"
+        # A request whose usage was never reported counts at its worst: the limits hold.
+        spent = run.worst_cost if run.worst_cost is not None else run.cost
+        if spent is None:
+            return None  # no price: nothing to compare with a limit in dollars
+        if self.max_usd is not None and spent >= self.max_usd:
+            return f"cost limit reached: spent ${spent:.4f} of ${self.max_usd:g}"
+        if self.budget is not None:
+            self.stop = self.budget(spent)
+        return self.stop
+
+
+@contextlib.contextmanager
+def _gateway(run: Run, launch: _Launch, drain_secs: float = DRAIN_SECS) -> Iterator[_Routes]:
+    """A model gateway for one run, whose routes count the run's requests and hold its
+    limits; each request it passes becomes a line of `<run>/wire.jsonl`."""
+    wire = _Wire(run, launch)
     try:
-        with Gateway(write, drain_secs) as gateway:
-            yield gateway
+        with Gateway(wire.write, drain_secs) as gateway:
+            yield _Routes(gateway, wire)
     finally:
-        with lock:
-            open_[0] = False
+        with wire.lock:
+            wire.open = False
+
+
+@dataclass(frozen=True)
+class _Routes:
+    gateway: Gateway
+    wire: _Wire
+
+    def add(self, upstream: Upstream, label: str) -> str:
+        """The URL an agent is given for `upstream`, its requests held to the run's limits."""
+        return self.gateway.add(replace(upstream, admit=self.wire.admit), label)
 
 
 def _confined_launch(
@@ -284,6 +413,7 @@ class _Launch:
     redact: Redactor  # for the event log; the transcript, kept raw, is private to its owner
     session_budget: Callable[[float], str | None] | None
     network: NetworkPolicy = "model"  # [isolation.network] agent
+    pricing: Pricing = Pricing(None)  # what the run's model costs
 
 
 def _launch(

@@ -23,10 +23,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmtt.errors import LlmttError
+from llmtt.gateway.usage import fold, read_wire
 from llmtt.util.atomic import read_jsonl
 
 if TYPE_CHECKING:
+    from llmtt.agents.pricing import Pricing
     from llmtt.plan.runs import Run
+
+
+BUDGET_EXHAUSTED = "budget exhausted"  # how each of the budget's refusals begins
 
 
 class BudgetExhausted(LlmttError):
@@ -69,7 +74,7 @@ class Ledger:
             committed = state["spent"] + sum(state["reserved"].values())
             if committed >= self.budget:
                 raise BudgetExhausted(
-                    f"budget exhausted: spent ${state['spent']:.4f} of ${self.budget:.4f} "
+                    f"{BUDGET_EXHAUSTED}: spent ${state['spent']:.4f} of ${self.budget:.4f} "
                     f"(${sum(state['reserved'].values()):.4f} held by running runs); "
                     "this run stays pending for the next invocation"
                 )
@@ -85,7 +90,7 @@ class Ledger:
                 if total < self.budget:
                     return None
                 return (
-                    f"budget exhausted while running: ${total:.4f} spent of ${self.budget:.4f} "
+                    f"{BUDGET_EXHAUSTED} while running: ${total:.4f} spent of ${self.budget:.4f} "
                     "(this run included); the run stays pending for the next invocation"
                 )
 
@@ -143,6 +148,22 @@ def expected_cost(run: Run, history: list[dict[str, Any]], models: Any) -> float
     turns = max(1, run.max_turns // 2)
     model = resolve_model(run.model, models)
     return model.cost(per_turn * turns, 400 * turns)
+
+
+def spent_by(run_dir: Path, pricing: Pricing) -> float | None:
+    """What a run's agent layer spent, as the ledger books it: the gateway's record when the
+    run went through one (a request whose usage the provider never reported at its worst), else
+    its usage events; 0 when it never started its agent (a refusal, a failed set-up); None when
+    unknown."""
+    records = read_wire(run_dir)
+    if records is not None:
+        return fold(records, pricing.price).worst_cost
+    events = run_dir / "events.jsonl"
+    if events.exists():
+        return events_cost(events)
+    if (run_dir / "events.jsonl.part").exists():
+        return None  # the run broke off while its agent worked
+    return 0.0
 
 
 def events_cost(path: Path) -> float | None:

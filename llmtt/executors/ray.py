@@ -338,14 +338,16 @@ def agent_layer(
     may have spent money that no event brought back: its hold counts as spent, it is written
     into run.json (`lost_attempts`), and the layer is sent once more only under a new hold.
     """
+    from llmtt.agents.pricing import pricing_of
     from llmtt.execution.agent_layer import execute_run
-    from llmtt.execution.budget import events_cost
+    from llmtt.execution.budget import spent_by
     from llmtt.executors.remote import land
     from llmtt.util.atomic import read_json, write_json
 
     key = f"{run.run_id}:agent"
     lost: list[dict[str, Any]] = []
     refusal: list[str] = []
+    landed = False
 
     def again(why: str) -> bool:
         nonlocal held
@@ -375,11 +377,13 @@ def agent_layer(
             result = None
         if result is not None:
             land(result["files"], run.dir, first=["run.json"], last="run.json")
+            landed = True
             record = result["value"]
     finally:
         if ledger is not None and held is not None:
-            events = run.dir / "events.jsonl"
-            ledger.settle(key, events_cost(events) if events.exists() else None, held)
+            # Nothing landed: what the attempt spent is unknown, its hold counts as spent.
+            spent = spent_by(run.dir, pricing_of(run.model, project.config.models))
+            ledger.settle(key, spent if landed else None, held)
     if lost:
         record = {**read_json(run.dir / "run.json"), "lost_attempts": lost}
         write_json(run.dir / "run.json", record)

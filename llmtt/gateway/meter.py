@@ -76,14 +76,18 @@ def _anthropic(usage: WireUsage, figures: Any) -> None:
 
 
 def _openai(usage: WireUsage, figures: Any, prompt: str, completion: str) -> None:
-    """Chat (`prompt_tokens`) and Responses (`input_tokens`): the input holds the cached."""
+    """Chat (`prompt_tokens`) and Responses (`input_tokens`): the input holds the cached, and
+    the cache writes of a provider that reports them on this wire (`cache_creation_input_tokens`,
+    as Anthropic's OpenAI-compatible endpoint does)."""
     if not isinstance(figures, dict):
         return
     usage.seen = True
     details = figures.get(f"{prompt}_details") or {}
     cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
-    usage.input_tokens = max(0, _int(figures.get(prompt)) - cached)
+    written = _int(figures.get("cache_creation_input_tokens"))
+    usage.input_tokens = max(0, _int(figures.get(prompt)) - cached - written)
     usage.cache_read_tokens = cached
+    usage.cache_write_tokens = written
     usage.output_tokens = _int(figures.get(completion))
 
 

@@ -1,4 +1,4 @@
-"""The gateway's HTTP server: one per invocation on 127.0.0.1, in a background thread.
+"""The gateway's HTTP server, on 127.0.0.1, in a background thread (one per run for now).
 
 Each upstream (a provider, a local server, the scripted model) is registered under a route of
 its own, `/r/<token>`: an agent is given `http://127.0.0.1:PORT/r/<token>` plus the upstream's
@@ -6,34 +6,45 @@ path (`/v1`) as its base URL, and a placeholder key. A request is passed on with
 credentials taken out and the upstream's real one put in, so no key the agent can read opens
 anything; the answer is passed back as it arrives, and its usage read off the wire
 (`meter`). When the agent hangs up mid-answer, the answer is read to its end all the same, so
-the request is counted whole. Each request becomes one record (`on_record`): its route, wire,
-status, usage, whether the provider's own figures arrived (`complete`), and a `fault` when
-the provider or the connection failed: `rate_limited` (with `retry_after`), `server_error`,
-`timeout`, `connection`, `cut` (the answer ended before its usage did).
+the request is counted whole; one still under way when the gateway closes is recorded as far
+as the wire showed it (`unfinished`).
+
+Each request becomes one record (`on_record`): its route, wire, the tools it offered and its
+`max_tokens`, status, usage, whether the provider's own figures arrived (`complete`), and a
+`fault` when the provider or the connection failed: `rate_limited` (with `retry_after`),
+`server_error`, `timeout`, `connection`, `cut` (the answer ended before its usage did), with
+the provider's `message`.
+
+A Retry-After keeps the route's next requests back until it has passed (at most
+MAX_HOLD_SECS), whatever the agent's own retry policy. A route may have limits
+(`Upstream.admit`): a request past them is not sent, and is answered as a provider refuses a
+request (400), its record `refused` with the reason.
 """
 
 from __future__ import annotations
 
-import email.utils
+import hashlib
 import http.client
 import json
 import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
 from llmtt.gateway.meter import StreamMeter, WireUsage, read_body, wire_of
+from llmtt.util.http import retry_after_secs
 
 CONNECT_SECS = 30.0
 # At close, how long requests under way (an answer read to its end after the agent was
 # stopped) may still take to be counted.
 DRAIN_SECS = 5.0
 READ_SECS = 600.0
+MAX_HOLD_SECS = 60.0  # the longest a Retry-After keeps a route's requests back
 CHUNK = 65536
 # Never passed on: the agent's credentials, and what belongs to one connection only.
 DROPPED = frozenset(
@@ -63,6 +74,8 @@ class Upstream:
     base_url: str
     key: str | None = None
     header: str = "authorization"
+    # Asked before each request goes upstream: why it must not (a limit reached), or None.
+    admit: Callable[[], str | None] | None = field(default=None, compare=False)
 
     @property
     def path(self) -> str:
@@ -71,6 +84,15 @@ class Upstream:
 
 
 Record = dict[str, Any]
+
+
+@dataclass(eq=False)
+class _Request:
+    """One request under way: its record so far, and its answer's meter once it streams."""
+
+    record: Record
+    meter: StreamMeter | None = None
+    given_up: bool = False  # recorded at close as unfinished, or nothing to record
 
 
 class Gateway:
@@ -84,7 +106,8 @@ class Gateway:
         self.drain_secs = drain_secs
         self._routes: dict[str, tuple[Upstream, str]] = {}
         self._lock = threading.Lock()
-        self._active = 0
+        self._under_way: set[_Request] = set()
+        self._holds: dict[str, float] = {}  # route -> time.monotonic() it may go on
         self._idle = threading.Condition(self._lock)
         gateway = self
 
@@ -107,15 +130,31 @@ class Gateway:
         tb: TracebackType | None,
     ) -> None:
         with self._idle:
-            self._idle.wait_for(lambda: self._active == 0, timeout=self.drain_secs)
+            self._idle.wait_for(lambda: not self._under_way, timeout=self.drain_secs)
+            left = list(self._under_way)
+            for request in left:
+                request.given_up = True
+        # Requests still under way (a provider that outlasted the drain): recorded as far as
+        # the wire showed them, so a request the provider may bill is never left out.
+        for request in left:
+            shown = request.meter.usage.as_dict() if request.meter is not None else {}
+            self.record({**request.record, **shown, "complete": False, "unfinished": True})
         self._server.shutdown()
         self._server.server_close()
 
-    def busy(self, change: int) -> None:
-        """Count a request in (+1) or out (-1)."""
+    def begin(self, request: _Request) -> None:
+        """A request has come in."""
         with self._idle:
-            self._active += change
+            self._under_way.add(request)
+
+    def end(self, request: _Request) -> None:
+        """A request is done: its record goes on, unless it was given up at close."""
+        with self._idle:
+            self._under_way.discard(request)
             self._idle.notify_all()
+            given_up = request.given_up
+        if not given_up:
+            self.record(request.record)
 
     def add(self, upstream: Upstream, label: str = "") -> str:
         """Route a new token to `upstream`; `label` names it in the records (a run's id)."""
@@ -130,6 +169,17 @@ class Gateway:
         with self._lock:
             self._routes.pop(token, None)
 
+    def hold(self, token: str, secs: float) -> None:
+        """Keep a route's next requests back `secs` (its provider's Retry-After)."""
+        with self._lock:
+            until = time.monotonic() + min(secs, MAX_HOLD_SECS)
+            self._holds[token] = max(until, self._holds.get(token, 0.0))
+
+    def held(self, token: str) -> float:
+        """How long a request on this route must still wait, in seconds."""
+        with self._lock:
+            return max(0.0, self._holds.get(token, 0.0) - time.monotonic())
+
     def route(self, token: str) -> tuple[Upstream, str] | None:
         """The upstream and label of a token, if it is open."""
         with self._lock:
@@ -143,6 +193,8 @@ class Gateway:
 
 class _Handler(BaseHTTPRequestHandler):
     owner: Gateway
+    token: str  # the route of the request at hand
+    under_way: _Request
     protocol_version = "HTTP/1.0"  # one request a connection; a stream ends with it
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -161,11 +213,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(404, {"error": {"message": "llmtt gateway: no such route"}})
             return
         upstream, label = found
+        self.token = parts[2]
         rest = "/" + parts[3] if len(parts) > 3 else "/"
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else b""
         wire = wire_of(rest)
-        body, streamed = _prepared(wire, body)
+        body, asked = _prepared(wire, body)
         started = time.monotonic()
         record: Record = {
             "ts": round(time.time(), 3),
@@ -173,16 +226,30 @@ class _Handler(BaseHTTPRequestHandler):
             "method": self.command,
             "path": rest,
             "wire": wire,
-            "stream": streamed,
+            **asked,
         }
-        self.owner.busy(+1)
+        request = _Request(record)
+        self.under_way = request
+        self.owner.begin(request)
         try:
-            self._pass(upstream, rest, body, wire, record)
+            # Every agent honours a Retry-After: a request sent sooner waits for it here.
+            wait = self.owner.held(self.token)
+            if wait > 0:
+                record["waited_secs"] = round(wait, 3)
+                time.sleep(wait)
+            refusal = upstream.admit() if upstream.admit is not None and wire else None
+            if refusal is not None:
+                # A limit reached: not sent, answered as a provider refuses a request that no
+                # retry can mend (400), so the agent stops rather than tries again.
+                record.update({"status": 400, "refused": refusal})
+                self._reply(400, _refusal(wire, f"llmtt: {refusal}"))
+            else:
+                self._pass(upstream, rest, body, wire, record)
         finally:
             record["duration_secs"] = round(time.monotonic() - started, 3)
-            if wire is not None or record.get("fault"):
-                self.owner.record(record)
-            self.owner.busy(-1)
+            if wire is None and not record.get("fault"):
+                request.given_up = True  # not a model request: nothing to count
+            self.owner.end(request)
 
     def _pass(
         self, upstream: Upstream, rest: str, body: bytes, wire: str | None, record: Record
@@ -223,7 +290,9 @@ class _Handler(BaseHTTPRequestHandler):
         record["status"] = status
         if status == 429:
             record["fault"] = "rate_limited"
-            record["retry_after"] = _retry_after(response.getheader("retry-after"))
+            after = record["retry_after"] = retry_after_secs(response.getheader("retry-after"))
+            if after:
+                self.owner.hold(self.token, after)
         elif status >= 500:
             record["fault"] = "server_error"
         streamed = "text/event-stream" in (response.getheader("content-type") or "")
@@ -236,6 +305,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self._send(data)
+            if status >= 400:
+                record["message"] = _error_message(data)
             if wire is not None and status < 400:
                 try:
                     usage = read_body(wire, json.loads(data))
@@ -244,7 +315,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._usage(record, usage)
             return
         self.end_headers()
-        meter = StreamMeter(wire or "openai-chat")
+        meter = self.under_way.meter = StreamMeter(wire or "openai-chat")
         gone = False
         while True:
             try:
@@ -294,17 +365,34 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
-def _prepared(wire: str | None, body: bytes) -> tuple[bytes, bool]:
-    """The request body as passed on, and whether it asks for a stream. A streamed Chat
-    Completions request is made to carry its usage in its last event (`include_usage`), the
-    one place that wire reports it."""
+MAX_TOKENS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def _prepared(wire: str | None, body: bytes) -> tuple[bytes, Record]:
+    """The request body as passed on, and what the record says of the request: whether it
+    asks for a stream, how many tools it offers (none: a side request, such as a title), the
+    most output it allows (`max_tokens`, when it names it) and a digest of what it asks. A
+    streamed Chat Completions request is made to carry its usage in its last event
+    (`include_usage`), the one place that wire reports it."""
     try:
         parsed = json.loads(body) if body else None
     except ValueError:
-        return body, False
+        parsed = None
     if not isinstance(parsed, dict):
-        return body, False
+        return body, {"stream": False, "body_sha": hashlib.sha256(body).hexdigest()[:16]}
     streamed = bool(parsed.get("stream"))
+    tools = parsed.get("tools")
+    # Names what is asked: an agent's retry of a request asks the same again, streamed or not.
+    asked_for = {k: v for k, v in parsed.items() if k not in ("stream", "stream_options")}
+    digest = hashlib.sha256(json.dumps(asked_for, sort_keys=True).encode()).hexdigest()[:16]
+    asked: Record = {
+        "stream": streamed,
+        "tools": len(tools) if isinstance(tools, list) else 0,
+        "body_sha": digest,
+    }
+    limit = next((parsed[k] for k in MAX_TOKENS if k in parsed), None)
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        asked["max_tokens"] = limit
     if wire == "openai-chat" and streamed:
         options = parsed.get("stream_options")
         if not isinstance(options, dict) or not options.get("include_usage"):
@@ -312,8 +400,15 @@ def _prepared(wire: str | None, body: bytes) -> tuple[bytes, bool]:
                 **(options if isinstance(options, dict) else {}),
                 "include_usage": True,
             }
-            return json.dumps(parsed).encode(), True
-    return body, streamed
+            return json.dumps(parsed).encode(), asked
+    return body, asked
+
+
+def _refusal(wire: str | None, message: str) -> dict[str, Any]:
+    """A request refused as the wire's own provider words it."""
+    if wire == "anthropic-messages":
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    return {"error": {"type": "invalid_request_error", "code": "llmtt_limit", "message": message}}
 
 
 def _read_all(response: http.client.HTTPResponse, record: Record) -> bytes:
@@ -327,13 +422,14 @@ def _read_all(response: http.client.HTTPResponse, record: Record) -> bytes:
         return b""
 
 
-def _retry_after(value: str | None) -> float | None:
-    """Retry-After in seconds: a number of seconds, or an HTTP date."""
-    if not value:
-        return None
+def _error_message(data: bytes) -> str:
+    """What a provider's error answer says, short: its `error.message`, else its start."""
     try:
-        return max(0.0, float(value))
+        body = json.loads(data)
     except ValueError:
-        pass
-    when = email.utils.parsedate_to_datetime(value) if value else None
-    return max(0.0, when.timestamp() - time.time()) if when else None
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else error
+    text = message if isinstance(message, str) else data.decode("utf-8", errors="replace")
+    text = " ".join(text.split())
+    return text[:300] + ("..." if len(text) > 300 else "")

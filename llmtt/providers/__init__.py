@@ -22,6 +22,7 @@ from typing import Any
 from llmtt.errors import LlmttError
 from llmtt.providers.prices import price_table
 from llmtt.spec.config import ModelSpec
+from llmtt.util.http import retry_after_secs
 
 SCRIPTED = "scripted"
 LITELLM_INSTALL = "pip install 'llmtt[litellm]'"
@@ -281,7 +282,8 @@ def complete(
             if any(marker in text for marker in _FATAL_MARKERS):
                 raise ProviderStop(f"{type(exc).__name__}: {_short(exc)}") from None
             error = f"{type(exc).__name__}: {_short(exc)}"
-            delay = backoff_secs * (2**attempt)
+            # A provider that says when to come back (429's Retry-After) is taken at its word.
+            delay = max(backoff_secs * (2**attempt), _retry_after(exc) or 0.0)
             now = time.monotonic()
             if attempt >= max_retries and (deadline is None or now < deadline):
                 raise ProviderGaveUp(f"gave up after {attempt + 1} attempts: {error}") from None
@@ -292,6 +294,25 @@ def complete(
                 ) from None
             sleep(delay)
             attempt += 1
+
+
+def _retry_after(exc: Exception) -> float | None:
+    """The seconds a provider's error asks to wait (its Retry-After header), if it says.
+    litellm keeps the provider's headers in `litellm_response_headers` (its `response` is one
+    it made itself, without them)."""
+    response = getattr(exc, "response", None)
+    for headers in (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(exc, "headers", None),
+        getattr(response, "headers", None),
+    ):
+        try:
+            value = headers.get("retry-after") if headers else None
+        except (AttributeError, TypeError):
+            continue
+        if isinstance(value, str):
+            return retry_after_secs(value)
+    return None
 
 
 class _OutOfTime(Exception):

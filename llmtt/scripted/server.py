@@ -196,11 +196,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(wire, error, f"scripted HTTP {error.status}: turn {reply.turn + 1}")
             return
         answer = wire.answer(reply, body)
+        cut = hang is not None and hang.cut
         if not stream:
-            self._json(answer)
+            self._json(answer, cut=cut)
             return
         stall = hang.secs if hang is not None and hang.at == "stream" else 0.0
-        self._sse(wire.events(answer, body), wire.done, stall)
+        self._sse(wire.events(answer, body), wire.done, stall, cut=cut)
 
     def _refuse(self, wire: Wire, path: str, body: dict[str, Any]) -> None:
         """401 for a request without the server's key: logged, but no attempt of its turn."""
@@ -258,16 +259,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _json(self, value: Any, status: int = 200) -> None:
+    def _json(self, value: Any, status: int = 200, *, cut: bool = False) -> None:
         data = json.dumps(value).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        self.wfile.write(data[: len(data) // 2] if cut else data)
+        if cut:
+            self.close_connection = True
 
-    def _sse(self, events: Iterator[Event], done: bytes, stall: float) -> None:
-        """Stream `events`, stalling `stall` seconds after the first one."""
+    def _sse(self, events: Iterator[Event], done: bytes, stall: float, *, cut: bool) -> None:
+        """Stream `events`, stalling `stall` seconds after the first one (and ending the
+        stream there when `cut`)."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -276,9 +280,12 @@ class _Handler(BaseHTTPRequestHandler):
         for index, (name, data) in enumerate(events):
             prefix = f"event: {name}\n" if name else ""
             self.wfile.write(f"{prefix}data: {json.dumps(data)}\n\n".encode())
-            if index == 0 and stall:
+            if index == 0 and (stall or cut):
                 self.wfile.flush()
                 self.server_ref.hang(stall)
+                if cut:
+                    self.close_connection = True
+                    return
         self.wfile.write(done)
         self.wfile.flush()
         self.close_connection = True

@@ -353,6 +353,13 @@ class RunDefaults(Strict):
     gate_timeout_secs: float = Field(
         60, gt=0, description="Limit of each gate whose own timeout_secs is unset."
     )
+    provider_attempts: int = Field(
+        3,
+        ge=1,
+        description="A run that the model provider failed (429, 5xx, a cut answer, no "
+        "connection) stays pending and is tried again by the next `doit run`, at most this "
+        "many times in a row; every attempt is kept in the run's attempts.jsonl.",
+    )
 
 
 class ExecutorSpec(Strict):

@@ -55,6 +55,11 @@ class Hang(Strict):
     times: int | None = Field(
         None, ge=1, description="How many attempts at this turn hang; unset: every attempt."
     )
+    cut: bool = Field(
+        False,
+        description="After the wait, end the answer there, as a provider that cut it: a stream "
+        "stops after its first event, a plain answer after half its bytes.",
+    )
 
 
 class Turn(Strict):

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from doit.exceptions import TaskFailed
 
+from llmtt.agents.pricing import pricing_of
 from llmtt.errors import LlmttError, no_space
-from llmtt.execution.budget import BudgetExhausted, events_cost, expected_cost
+from llmtt.execution.budget import BudgetExhausted, expected_cost, spent_by
 from llmtt.plan.cache import RunSpec, TaskPlan
 from llmtt.taskgraph.depfile import record_values
 from llmtt.taskgraph.warm import warm_evaluation
@@ -107,8 +108,8 @@ def agent_action(session: Session, spec: RunSpec) -> dict[str, Any]:
             record = execute_run(project, run, session_budget=guard, refusal=refusal)
         finally:
             if ledger is not None and amount is not None:
-                events = run.dir / "events.jsonl"  # absent when the run broke off: cost unknown
-                ledger.settle(key, events_cost(events) if events.exists() else None, amount)
+                pricing = pricing_of(run.model, project.config.models)
+                ledger.settle(key, spent_by(run.dir, pricing), amount)
     values: dict[str, Any] = {"status": record["status"]}
     if record["status"] == "error":
         # Carried on to evaluate, report (which fails the run with the reason) and aggregate,

@@ -259,7 +259,10 @@ SAME_METRICS = {
         "cache_read_tokens": 5200,
         "cost_usd": 0.0,
         "cost_source": "scripted",
-        "side_requests": 0,
+        "usage_source": "wire",
+        "client_turns": 3,
+        "client_input_tokens": 540,
+        "client_output_tokens": 52,
     },
     "endless": {
         "turns": 3,
@@ -297,3 +300,13 @@ def test_every_agent_gives_the_same_metrics_for_one_session(
     writes = {a: metrics[session, a]["cache_write_tokens"] for a in AGENTS}
     if session == "usage":
         assert writes == {"claude-code": 240, "opencode": 0, "codex": 0, "litellm": 0}
+    if session == "usage":
+        # From the wire, opencode's title request too, which its own output never shows: a
+        # side request (it offers no tools), with the scripted model's figures for one.
+        sides = {a: metrics[session, a]["side_requests"] for a in AGENTS}
+        assert sides == {"claude-code": 0, "opencode": 1, "codex": 0, "litellm": 0}
+        assert metrics[session, "opencode"]["client_side_requests"] == 0
+        assert metrics[session, "opencode"]["side_input_tokens"] == 1000
+        # The agents' own figures agree with the wire's: no run warns of a difference.
+        for agent in AGENTS:
+            assert "warnings" not in metrics[session, agent], agent

@@ -230,28 +230,35 @@ def test_output_past_the_capture_keeps_its_head_and_tail(project: Project) -> No
 # -- the provider: errors, hangs, usage --------------------------------------------------------
 
 
-def test_a_provider_failing_every_retry_ends_the_run_as_a_result_keeping_its_events(
+def test_a_provider_failing_every_retry_is_an_error_not_the_agents_failure(
     project: Project, provider: tuple[str, type[FakeProvider]]
 ) -> None:
+    """The provider's fault, not the agent's: outcome `error` with the provider's words, no
+    line in results.jsonl, left pending; what the attempt cost is kept in attempts.jsonl."""
     url, handler = provider
     handler.queue = [(200, chat_call("git --version")), (500, {"error": {"message": "overloaded"}})]
     scenario(project, ["unused"], toml=provider_toml(url))
     result = project.doit("run", "agent=litellm", "model=remote", env=ENABLED)
-    assert result.code == 0, result.out + result.err
+    assert result.code != 0  # it could not be carried out: it stays pending
     assert len(handler.hits) == 1 + 4  # one answer, then the first try and 3 retries
     run = project.json("s/litellm-remote/r1/run.json")
-    assert (run["status"], run["error"], run["natural_stop"]) == ("completed", None, False)
+    assert run["status"] == "error" and run["natural_stop"] is False
+    assert run["error"] == (
+        "the model provider failed, not the agent: request 5 (/v1/chat/completions): "
+        "server error (500): overloaded"
+    )
     (complete,) = [e for e in events(project, "s/litellm-remote/r1") if e["event"] == "complete"]
     assert complete["reason"].startswith("provider error: gave up after 4 attempts")
-    assert "overloaded" in complete["reason"] and complete["exit_code"] == 1
-    m = project.json("s/litellm-remote/r1/metrics.json")
-    assert (m["turns"], m["total_commands"], m["input_tokens"], m["natural_stop"]) == (
-        1,
-        1,
-        10,
-        False,
-    )
-    assert m["completed"] is False and m["cost_usd"] == pytest.approx(15 / 1e6)
+    record = project.json("s/litellm-remote/r1/result.json")
+    assert record["outcome"] == "error" and "server error (500)" in record["outcome_reason"]
+    assert not (project.results() / "results.jsonl").exists()
+    assert "s/litellm-remote/r1: run could not be carried out: the model provider" in result.out
+    (attempt,) = [
+        json.loads(line)
+        for line in (project.results() / "s/litellm-remote/r1/attempts.jsonl").open()
+    ]
+    assert attempt["provider_failed"] is True and attempt["requests"] == 5
+    assert attempt["cost_usd"] == pytest.approx(15 / 1e6)  # the one answer: 10 in, 1 out
 
 
 def test_an_answer_without_a_message_ends_the_run_as_a_result_keeping_its_usage(

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,11 +160,13 @@ class _Cut(BaseHTTPRequestHandler):
 
 
 class _Limited(BaseHTTPRequestHandler):
+    after = "7"
+
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         self.rfile.read(int(self.headers["content-length"]))
         data = b'{"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}'
         self.send_response(429)
-        self.send_header("Retry-After", "7")
+        self.send_header("Retry-After", self.after)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -193,6 +197,7 @@ def test_a_429_and_an_unreachable_endpoint_are_faults_with_their_cause() -> None
         assert status == 502 and b"cannot reach the model endpoint" in answer
         first, second = records.wait(2)
     assert first["fault"] == "rate_limited" and first["retry_after"] == 7.0
+    assert first["message"] == "slow down"  # the provider's own words, for the reports
     assert second["fault"] == "connection" and second["status"] == 502
 
 
@@ -202,3 +207,81 @@ def test_a_closed_route_opens_nothing() -> None:
         gateway.remove(base)
         status, _ = post(base + "/messages", body("messages", False))
     assert status == 404
+
+
+@pytest.mark.parametrize("wire", ["messages", "chat", "responses"])
+def test_a_request_past_a_limit_never_goes_upstream(wire: str, tmp_path: Path) -> None:
+    records = Records()
+    limit: list[str | None] = [None]
+    log = tmp_path / "scripted.log"
+    session = ScriptedSession(turns=[Turn(run=["ls"]), Turn(run=["ls"])])
+    with ScriptedServer(session, log, api_key=KEY) as scripted, Gateway(records) as gateway:
+        upstream = Upstream(f"{scripted.url}/v1", KEY, "x-api-key", admit=lambda: limit[0])
+        base = gateway.add(upstream).removesuffix("/v1")
+        asked = {**body(wire, False), "max_tokens": 900}
+        assert post(base + PATHS[wire], asked)[0] == 200
+        limit[0] = "cost limit reached: spent $0.2000 of $0.2"
+        status, answer = post(base + PATHS[wire], asked)
+        first, second = records.wait(2)
+    # Refused as the wire's provider refuses a request no retry mends: the agent stops.
+    assert status == 400
+    error = json.loads(answer)["error"]
+    assert error["type"] == "invalid_request_error" and "cost limit reached" in error["message"]
+    assert second["refused"] == limit[0] and "input_tokens" not in second
+    # The refused request never reached the provider.
+    assert len(log.read_text().splitlines()) == 1, log.read_text()
+    # What the record says of each request: tools offered (none: a side request), its limit.
+    assert first["tools"] == 1 and first["max_tokens"] == 900
+
+
+class _Stalled(BaseHTTPRequestHandler):
+    """A provider that starts its answer (the input billed) and then never finishes it."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        start = {"type": "message_start", "message": {"usage": {"input_tokens": 900}}}
+        self.wfile.write(f"event: message_start\ndata: {json.dumps(start)}\n\n".encode())
+        self.wfile.flush()
+        threading.Event().wait(1.5)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_request_under_way_at_close_is_recorded_as_unfinished() -> None:
+    records = Records()
+    with serving(_Stalled) as url:
+        with Gateway(records, drain_secs=0.3) as gateway:
+            base = gateway.add(Upstream(url), "s/a/r1")
+            request = urllib.request.Request(
+                base + "/messages",
+                data=json.dumps(body("messages", True)).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            answer = urllib.request.urlopen(request, timeout=10)
+            answer.read1(10)
+        (record,) = records.wait()
+        answer.close()
+    # What the wire showed is kept: the input the provider reported before it stalled.
+    assert record["unfinished"] is True and record["complete"] is False
+    assert record["input_tokens"] == 900 and record["run"] == "s/a/r1"
+
+
+class _Briefly(_Limited):
+    after = "0.6"
+
+
+def test_a_retry_after_keeps_the_next_request_back_whatever_the_agent_does() -> None:
+    records = Records()
+    with serving(_Briefly) as url, Gateway(records) as gateway:
+        base = gateway.add(Upstream(url))
+        post(base + "/messages", body("messages", False))
+        started = time.monotonic()
+        post(base + "/messages", body("messages", False))  # an agent that retries at once
+        waited = time.monotonic() - started
+        first, second = records.wait(2)
+    assert first["retry_after"] == 0.6 and "waited_secs" not in first
+    assert 0.4 < second["waited_secs"] <= 0.6 and waited >= second["waited_secs"]

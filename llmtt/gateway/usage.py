@@ -1,0 +1,158 @@
+"""A run's model requests as its gateway recorded them (`<run>/wire.jsonl`, one line per
+request), folded into the run's usage: its turns and side requests, tokens, cost, the requests
+whose usage the provider never finished reporting, and the faults.
+
+A request that offers tools is a turn of the agent loop; one that offers none is a side request
+(a title, a compaction, a summary), as docs/metrics.md defines them. Only an answered request
+(status below 400) is either: a refused, rate-limited or failed one used nothing. A request
+still under way when the run ended (`unfinished`) counts what the wire had shown of it, and
+is no turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llmtt.util.atomic import read_jsonl
+
+WIRE_FILE = "wire.jsonl"
+# Faults of the provider or of the way to it, never of the agent.
+PROVIDER_FAULTS = ("rate_limited", "server_error", "timeout", "connection", "cut")
+FIGURES = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+Price = Callable[[int, int, int, int], float | None]  # (input, output, cache read, cache write)
+
+
+@dataclass
+class Part:
+    """The figures of some of a run's requests (its loop, or its side requests)."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: float | None = 0.0
+
+    def add(self, record: dict[str, Any], cost: float | None, *, counted: bool = True) -> None:
+        """One answered request (`counted`), or what was shown of one never answered."""
+        self.requests += counted
+        for name in FIGURES:
+            setattr(self, name, getattr(self, name) + _count(record.get(name)))
+        self.cost = None if self.cost is None or cost is None else self.cost + cost
+
+
+@dataclass
+class WireRun:
+    """A run's requests, as the wire showed them.
+
+    `unreported` lists the answered requests whose usage the provider did not report whole (a
+    stream cut short, an answer without usage): their figures are what the wire showed, so the
+    run's are a lower bound. `worst_cost` holds each such request at its worst (its
+    `max_tokens` of output at the price), which is what a budget must count; None when a
+    price or a request's limit is unknown.
+    """
+
+    loop: Part = field(default_factory=Part)
+    side: Part = field(default_factory=Part)
+    sent: int = 0  # every request the agent made, refused and failed ones included
+    unreported: list[str] = field(default_factory=list)
+    worst_cost: float | None = 0.0
+    faults: list[str] = field(default_factory=list)
+    refused: str | None = None  # the first limit the gateway enforced
+    last_fault: str | None = None  # the provider fault the run's last request met, if any
+    # A cut answer the agent went on from (its next request was no retry of the cut one).
+    went_on_from_cut: str | None = None
+
+    @property
+    def cost(self) -> float | None:
+        """The cost of every answered request (a lower bound when some are `unreported`)."""
+        if self.loop.cost is None or self.side.cost is None:
+            return None
+        return round(self.loop.cost + self.side.cost, 8)
+
+
+def read_wire(run_dir: Path) -> list[dict[str, Any]] | None:
+    """The run's gateway records, or None when the run did not go through a gateway."""
+    path = run_dir / WIRE_FILE
+    if not path.exists():
+        return None
+    return [r for r in read_jsonl(path) if isinstance(r, dict)]
+
+
+def fold(records: Iterable[dict[str, Any]], price: Price) -> WireRun:
+    """The run's usage from its records, in the order they were written."""
+    run = WireRun()
+    cut: tuple[str, Any] | None = None  # the last cut answer, and its request's content
+    for number, record in enumerate(records, start=1):
+        run.sent += 1
+        fault = record.get("fault")
+        provider = fault in PROVIDER_FAULTS and not (fault == "cut" and record.get("client_gone"))
+        if cut is not None and run.went_on_from_cut is None:
+            if record.get("body_sha") != cut[1]:
+                run.went_on_from_cut = cut[0]
+            cut = None
+        run.last_fault = describe_fault(number, record) if provider else None
+        if provider:
+            run.faults.append(run.last_fault or "")
+            if fault == "cut" and isinstance(record.get("status"), int) and record["status"] < 400:
+                cut = (run.last_fault or "", record.get("body_sha"))
+        if record.get("refused"):
+            run.refused = run.refused or str(record["refused"])
+            continue
+        status = record.get("status")
+        unfinished = bool(record.get("unfinished"))
+        answered = isinstance(status, int) and status < 400
+        if not (answered or (unfinished and status is None)):
+            continue
+        figures = [_count(record.get(name)) for name in FIGURES]
+        cost = price(figures[0], figures[1], figures[2], figures[3])
+        # A request still unanswered when the run ended was no turn the agent saw; what the
+        # wire showed of it counts all the same.
+        part = run.loop if _count(record.get("tools")) else run.side
+        part.add(record, cost, counted=not unfinished)
+        worst = cost
+        if not record.get("complete"):
+            run.unreported.append(
+                f"request {number} ({record.get('path', '?')}): "
+                + (
+                    "still unanswered when the run ended"
+                    if unfinished
+                    else "the answer was cut short"
+                    if fault == "cut"
+                    else "no usage in the answer"
+                )
+            )
+            limit = _count(record.get("max_tokens"))
+            worst = (
+                price(figures[0], max(limit, figures[1]), figures[2], figures[3]) if limit else None
+            )
+        run.worst_cost = None if run.worst_cost is None or worst is None else run.worst_cost + worst
+    return run
+
+
+def describe_fault(number: int, record: dict[str, Any]) -> str:
+    """One provider fault in words: which request, what happened, what the provider said."""
+    fault = record.get("fault")
+    status = record.get("status")
+    words = {
+        "rate_limited": "rate limited (429)",
+        "server_error": f"server error ({status})",
+        "timeout": "no answer in time",
+        "connection": "connection failed",
+        "cut": "answer cut short",
+    }.get(str(fault), str(fault))
+    after = record.get("retry_after")
+    if fault == "rate_limited" and isinstance(after, int | float):
+        words += f", Retry-After {after:g} s"
+    message = record.get("message")
+    return f"request {number} ({record.get('path', '?')}): {words}" + (
+        f": {message}" if message else ""
+    )
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

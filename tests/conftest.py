@@ -41,7 +41,12 @@ env.GIT_COMMITTER_EMAIL = "t@example.invalid"
 
 # The pinned agent CLIs (`./scripts/setup test` installs them) and llmtt's own loop, driven alike.
 CLI_AGENTS = ("claude-code", "opencode", "codex", "litellm")
-_CLI_BIN = Path(__file__).resolve().parents[1] / "node_modules" / ".bin"
+# LLMTT_TEST_CLI_BIN points the suite at other builds (a folder holding `claude`, `opencode`
+# and `codex`), to learn whether they keep llmtt's contract before pinning them.
+_CLI_BIN = Path(
+    os.environ.get("LLMTT_TEST_CLI_BIN")
+    or Path(__file__).resolve().parents[1] / "node_modules" / ".bin"
+)
 _CLI_EXECUTABLES = {"claude-code": "claude", "opencode": "opencode", "codex": "codex"}
 
 

@@ -91,6 +91,11 @@ class Agent(ABC):
         """The header the provider of `model` takes its key in, as this agent calls it."""
         return self.key_header
 
+    def drift(self, version: str) -> str | None:
+        """Why a run with this agent at `version` is not on proven ground (a CLI other than
+        the one llmtt pins and tests), or None."""
+        return None
+
     def install_paths(self) -> tuple[Path, ...]:
         """The programs of this agent a sandbox must show (read-only, with their installs)."""
         return ()

@@ -35,6 +35,18 @@ class CliAgent(Agent):
     provider_hosts: tuple[str, ...] = ()  # where it calls its own provider's models
     through_gateway = True
 
+    def drift(self, version: str) -> str | None:
+        """A CLI other than the pinned one: its events and usage are not what llmtt's contract
+        tests proved (`llmtt agents` lists what is found where)."""
+        _, at, pinned = self.package.rpartition("@")
+        if not at or pinned in version or not any(c.isdigit() for c in version):
+            return None  # no pin (a `command` agent), the pinned one, or no version known
+        return (
+            f"{self.name} {version} is not the version llmtt pins and tests ({self.package}): "
+            f"its events and metrics may differ; `llmtt agents install {self.name}` installs "
+            "the pinned one"
+        )
+
     def executable(self) -> str | None:
         """The configured binary, else the first found where llmtt installs agents, else PATH
         (the order is in llmtt/agents/install.py)."""

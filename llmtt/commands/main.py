@@ -194,6 +194,18 @@ def _agents_parsers(parent: argparse.ArgumentParser) -> None:
         "--dir", type=Path, help="into this folder (then point LLMTT_AGENTS_DIR at it)"
     )
 
+    check = actions.add_parser(
+        "check",
+        help="play a scripted session through each agent CLI and compare with the truth",
+        description="Play one scripted session (free, offline) through each agent CLI found "
+        "(the project's [agents] settings, else where llmtt finds it) and compare its events "
+        "and metrics with what llmtt's pinned versions give; exits 1 when one differs. "
+        "Example: llmtt agents check codex",
+    )
+    check.add_argument(
+        "names", nargs="*", metavar="AGENT", help="claude-code, opencode, codex (default: all)"
+    )
+
 
 def _import_parsers(parent: argparse.ArgumentParser) -> None:
     imports = parent.add_subparsers(dest="source", required=True)

@@ -103,8 +103,10 @@ def evaluate_run(
         )
         gates = run_gates(run.scenario.spec.evaluation.gates, ctx)
         metrics.update(_scripts_fields(post, run_script_evaluators(run, seen, env, checks)))
-        if usage_warnings:
-            metrics.setdefault("warnings", []).extend(usage_warnings)
+        # The agent layer's own (a CLI other than the pinned one), then the usage's.
+        run_warnings = [*info.get("warnings", []), *usage_warnings]
+        if run_warnings:
+            metrics.setdefault("warnings", []).extend(run_warnings)
         unread = sum(
             isinstance(e, Output) and e.text.startswith("llmtt: ") and UNREAD in e.text
             for e in events

@@ -100,6 +100,9 @@ def execute_run(
             "structured_events": agent.structured_events,
         }
     )
+    drift = agent.drift(run.agent_version)
+    if drift is not None:
+        record["warnings"] = [drift]
     record = project.redactor().value(record)  # an error may quote setup output
     if not refusal and not given_up:
         _attempted(run, record, pricing_of(run.model, project.config.models, free=agent.free))
@@ -315,7 +318,6 @@ class _Wire:
         self.max_usd = run.scenario.spec.cost.max_usd
         self.budget = launch.session_budget
         self.price = launch.pricing.price
-        self.stop: str | None = None  # why a request was refused: the session budget's
 
     def write(self, record: dict[str, Any]) -> None:
         """One request's record."""
@@ -339,9 +341,7 @@ class _Wire:
             return None  # no price: nothing to compare with a limit in dollars
         if self.max_usd is not None and spent >= self.max_usd:
             return f"cost limit reached: spent ${spent:.4f} of ${self.max_usd:g}"
-        if self.budget is not None:
-            self.stop = self.budget(spent)
-        return self.stop
+        return self.budget(spent) if self.budget is not None else None
 
 
 @contextlib.contextmanager

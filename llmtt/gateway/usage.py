@@ -5,8 +5,8 @@ whose usage the provider never finished reporting, and the faults.
 A request that offers tools is a turn of the agent loop; one that offers none is a side request
 (a title, a compaction, a summary), as docs/metrics.md defines them. Only an answered request
 (status below 400) is either: a refused, rate-limited or failed one used nothing. A request
-still under way when the run ended (`unfinished`) counts what the wire had shown of it, and
-is no turn.
+still under way when the run ended (`unfinished`), or whose answer the provider cut, counts
+what the wire had shown of it, and is no turn.
 """
 
 from __future__ import annotations
@@ -110,10 +110,11 @@ def fold(records: Iterable[dict[str, Any]], price: Price) -> WireRun:
             continue
         figures = [_count(record.get(name)) for name in FIGURES]
         cost = price(figures[0], figures[1], figures[2], figures[3])
-        # A request still unanswered when the run ended was no turn the agent saw; what the
-        # wire showed of it counts all the same.
+        # A request still unanswered when the run ended, or whose answer the provider cut,
+        # gave the agent no turn (it asks again, or it cannot go on from it); what the wire
+        # showed of it counts all the same.
         part = run.loop if _count(record.get("tools")) else run.side
-        part.add(record, cost, counted=not unfinished)
+        part.add(record, cost, counted=not unfinished and not provider)
         worst = cost
         if not record.get("complete"):
             run.unreported.append(

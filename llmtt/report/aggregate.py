@@ -397,6 +397,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     names = ("tool_calls_ok", "tool_calls_error", "turns", "input_tokens", "output_tokens")
     totals = dict.fromkeys(names, 0)
     done = failed_as_expected = passed_unexpectedly = unconfined = 0
+    lower_bound = False
     duration: float = 0
     for r in rows:
         outcome = r["outcome"]
@@ -404,6 +405,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         duration += r["duration_secs"] or 0
         if r.get("cost_usd") is not None:
             costs.append(r["cost_usd"])
+            lower_bound = lower_bound or bool((r.get("metrics") or {}).get("cost_lower_bound"))
         judge = r.get("judge")
         if judge and judge.get("cost_usd"):
             judge_costs.append(judge["cost_usd"])
@@ -451,6 +453,8 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "input_tokens": totals["input_tokens"],
         "output_tokens": totals["output_tokens"],
         "cost_usd": round(sum(costs), 6) if costs else None,
+        # some run's provider cut an answer before its usage: the cost is at least this
+        "cost_lower_bound": lower_bound,
         "duration_secs": round(duration, 3),
     }
 

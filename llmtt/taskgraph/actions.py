@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from doit.exceptions import TaskFailed
 
-from llmtt.agents.pricing import pricing_of
 from llmtt.errors import LlmttError, no_space
 from llmtt.execution.budget import BudgetExhausted, expected_cost, spent_by
 from llmtt.plan.cache import RunSpec, TaskPlan
@@ -108,6 +107,8 @@ def agent_action(session: Session, spec: RunSpec) -> dict[str, Any]:
             record = execute_run(project, run, session_budget=guard, refusal=refusal)
         finally:
             if ledger is not None and amount is not None:
+                from llmtt.agents.pricing import pricing_of
+
                 pricing = pricing_of(run.model, project.config.models)
                 ledger.settle(key, spent_by(run.dir, pricing), amount)
     values: dict[str, Any] = {"status": record["status"]}

@@ -48,6 +48,24 @@ def test_the_shipped_pins_are_the_versions_the_repository_tests_with() -> None:
                 assert entry.get("integrity") == root_lock[path].get("integrity"), (agent, path)
 
 
+@pytest.mark.parametrize("folder", [".", *(f"llmtt/agents/npm/{a}" for a in CLI_AGENTS)])
+def test_npm_ci_takes_every_shipped_lock(folder: str, tmp_path: Path) -> None:
+    """Every lock is in sync with its package.json for npm ci (on every platform: opencode's
+    packages for the other systems are in it too, skipped here by their os and cpu)."""
+    for name in ("package.json", "package-lock.json"):
+        (tmp_path / name).write_bytes((ROOT / folder / name).read_bytes())
+    done = subprocess.run(
+        ["npm", "ci", "--dry-run", "--ignore-scripts", "--no-audit", "--no-fund"],
+        cwd=tmp_path,
+        env={**os.environ, **OFFLINE},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The user's agents folder after `llmtt agents install opencode --dir`."""

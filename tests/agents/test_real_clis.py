@@ -56,7 +56,7 @@ EXPECTED: dict[str, Any] = {
     "cache_write_tokens": 0,
     "cost_usd": 0.0,  # the scripted model costs nothing, whatever the client computes
     "cost_source": "scripted",
-    "side_requests": 0,
+    "usage_source": "wire",  # as the provider (the scripted model) reported it
     "natural_stop": True,
     "by_subcommand": {
         "(none)": {"count": 1, "errors": 0, "help": 1, "retries": 0},
@@ -93,6 +93,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Project:
 def test_every_metric_equals_the_scripted_session(runs: Project, agent: str) -> None:
     metrics = runs.json(f"git-basics/{agent}-scripted/r1/metrics.json")
     assert {k: metrics[k] for k in EXPECTED} == EXPECTED
+    # opencode's title request, which its output never shows, is on the wire.
+    assert metrics["side_requests"] == (1 if agent == "opencode" else 0)
+    assert metrics["client_side_requests"] == 0 and "warnings" not in metrics
     assert metrics["duration_secs"] > 0
 
 

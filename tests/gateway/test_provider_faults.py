@@ -3,8 +3,9 @@ against a paid endpoint on loopback (the scripted model, priced and keyed): one 
 with a Retry-After to every request, and one that cuts every first answer after its first
 streamed event. Neither is the agent's failure: each run's outcome is `error` with the
 provider's cause in the console and every report, it has no line in results.jsonl, it stays
-pending and is tried again by the next `doit run`, at most `[run] provider_attempts` times in
-a row, every attempt (what it cost, a lower bound where the provider cut its report) kept."""
+pending and the next `doit run` tries it again (at most `[run] provider_attempts` times in a
+row), every attempt (what it cost, a lower bound where the provider cut its report) kept. The
+budget and the cost limit hold at the wire whatever the agent does."""
 
 from __future__ import annotations
 
@@ -46,19 +47,17 @@ def _model(name: str, url: str) -> str:
 
 @pytest.fixture(scope="module")
 def faults(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Three invocations over the same 8 runs: the first attempt, the retry, the refusal."""
+    """Two invocations over the same 8 runs: the first meets the faults; before the second, both
+    models are pointed at a provider that answers (an endpoint is not part of a run's key), and
+    the second tries the runs again."""
     root = tmp_path_factory.mktemp("faults")
-    logs = {name: root / f"{name}.log" for name in ("limited", "cut")}
+    logs = {name: root / f"{name}.log" for name in ("limited", "cut", "good")}
     with (
         ScriptedServer(LIMITED, logs["limited"], api_key=KEY) as limited,
         ScriptedServer(CUT, logs["cut"], api_key=KEY) as cut,
+        ScriptedServer(["echo a > out.txt"], logs["good"], api_key=KEY) as good,
     ):
-        project = cli_project(
-            root / "p",
-            _model("limited", limited.url)
-            + _model("cut", cut.url)
-            + "\n[run]\nprovider_attempts = 2\n",
-        )
+        project = cli_project(root / "p", _model("limited", limited.url) + _model("cut", cut.url))
         project.write(
             "scenarios/s.yaml",
             "task: {prompt: Write out.txt.}\nrun: {timeout_secs: 15}\n"
@@ -67,12 +66,12 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         # Each cut answer is held at its worst ($0.48 at claude's max_tokens) while it runs.
         args = ("-n", "8", f"agent={','.join(AGENTS)}", "model=limited,cut", "budget=1000")
         env = {"LLMTT_ENABLED": "1", "PAID_KEY": KEY}
-        rounds, asked, seen = [], [], []
-        for _ in range(3):
-            rounds.append(project.doit("run", *args, env=env))
-            asked.append({name: len(log.read_text().splitlines()) for name, log in logs.items()})
-            seen.append(_seen(project))
-    return {"project": project, "rounds": rounds, "asked": asked, "seen": seen}
+        rounds, seen = [project.doit("run", *args, env=env)], [_seen(project)]
+        toml = project.root / "llmtt.toml"
+        toml.write_text(toml.read_text().replace(limited.url, good.url).replace(cut.url, good.url))
+        rounds.append(project.doit("run", *args, env=env))
+        seen.append(_seen(project))
+    return {"project": project, "rounds": rounds, "seen": seen}
 
 
 def _seen(project: Project) -> dict[str, Any]:
@@ -81,6 +80,8 @@ def _seen(project: Project) -> dict[str, Any]:
         name: (project.results() / name).read_text()
         for name in ("report.md", "report.json", "report.html", "junit.xml")
     }
+    results = project.results() / "results.jsonl"
+    out["results"] = [json.loads(line) for line in results.open()] if results.exists() else []
     for agent, model in _runs():
         run = project.results() / f"s/{agent}-{model}/r1"
         wire = run / "wire.jsonl"
@@ -116,9 +117,7 @@ def test_a_provider_fault_is_an_error_with_its_cause_never_a_failure(
     assert f"{run}: could not be carried out: the model provider failed" in first.out
     for name in ("report.md", "report.json", "report.html", "junit.xml"):
         assert run in seen[name] and cause in seen[name], name
-    results = faults["project"].results() / "results.jsonl"
-    lines = results.read_text().splitlines() if results.exists() else []
-    assert not [line for line in lines if json.loads(line)["run_id"] == run]
+    assert not [r for r in seen["results"] if r["run_id"] == run]  # in no pass rate
     turns = [r for r in wire if r["tools"]]  # opencode's title request is answered
     if model == "limited":
         assert turns and all(r["fault"] == "rate_limited" and r["message"] for r in turns)
@@ -134,11 +133,10 @@ def test_each_attempt_is_kept_and_a_cut_report_is_a_lower_bound(
     faults: dict[str, Any], agent: str, model: str
 ) -> None:
     project: Project = faults["project"]
-    run = f"s/{agent}-{model}/r1"
-    attempts = _attempts(project, run)
-    # Tried again by the second invocation, then no more (provider_attempts = 2).
-    assert len(attempts) == 2 and all(a["provider_failed"] for a in attempts), attempts
-    for attempt, seen in zip(attempts, faults["seen"][:2], strict=True):
+    attempts = _attempts(project, f"s/{agent}-{model}/r1")
+    # Tried again by the second invocation, which the provider answered: it counts now.
+    assert [a["provider_failed"] for a in attempts] == [True, False], attempts
+    for attempt, seen in zip(attempts, faults["seen"], strict=True):
         wire = seen[f"{agent}-{model}"]["wire"]
         assert attempt["requests"] == len(wire)
         # Every answered request at the price, a cut one as far as the wire showed it (on
@@ -150,29 +148,55 @@ def test_each_attempt_is_kept_and_a_cut_report_is_a_lower_bound(
         )
         assert attempt["cost_usd"] == pytest.approx(priced)
         cuts = [r for r in wire if r.get("fault") == "cut"]
-        assert attempt["cost_lower_bound"] is bool(cuts) is (model == "cut")
-        if agent == "claude-code" and model == "cut":
-            # A cut stream showed its input; claude then asks again unstreamed, also cut.
-            assert all(r["input_tokens"] == 700 for r in cuts if r["stream"]), cuts
+        assert attempt["cost_lower_bound"] is bool(cuts)
+    first = faults["seen"][0][f"{agent}-{model}"]["wire"]
+    cuts = [r for r in first if r.get("fault") == "cut"]
+    assert bool(cuts) is (model == "cut")
+    if agent == "claude-code" and model == "cut":
+        # A cut stream showed its input; claude then asks again unstreamed, also cut.
+        assert all(r["input_tokens"] == 700 for r in cuts if r["stream"]), cuts
 
 
-def test_the_third_invocation_refuses_without_asking_the_provider(faults: dict[str, Any]) -> None:
-    for result in faults["rounds"]:
-        assert result.code != 0  # runs that could not be carried out stay pending
-    first, second, third = faults["asked"]
-    assert second["limited"] > first["limited"] and second["cut"] > first["cut"]  # retried
-    assert third == second  # the refusal asked nothing
-    for agent, model in _runs():
-        reason = faults["seen"][2][f"{agent}-{model}"]["result"]["outcome_reason"]
-        assert "not tried again: the model provider failed the last 2 attempts" in reason
-        assert "remove " in reason and "provider_attempts" in reason
-
-
-def test_no_attempt_booked_more_than_its_worst_case(faults: dict[str, Any]) -> None:
-    """The ledger of the last invocation books nothing: no request was sent."""
+def test_the_retry_is_judged_and_counted_once(faults: dict[str, Any]) -> None:
     project: Project = faults["project"]
-    ledger = json.loads((project.results() / ".llmtt-cache/budget.json").read_text())
-    assert ledger["spent"] == 0.0 and ledger["reserved"] == {}
+    assert faults["rounds"][0].code != 0  # runs that could not be carried out stay pending
+    assert faults["rounds"][1].code == 0, faults["rounds"][1].out
+    lines = (project.results() / "results.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["run_id"] for line in lines) == sorted(
+        f"s/{agent}-{model}/r1" for agent, model in _runs()
+    )
+    summary = project.json("report.json")["summary"]
+    assert (summary["passed"], summary["errors"]) == (8, 0)
+
+
+def test_a_run_the_provider_failed_too_often_is_not_tried_again(tmp_path: Path) -> None:
+    """[run] provider_attempts = 2, and the provider failed the run's last two attempts: the
+    next `doit run` refuses it without a request, saying how to try again; a changed run (a new
+    key) starts a new count."""
+    log = tmp_path / "provider.log"
+    with ScriptedServer(["echo a > out.txt"], log, api_key=KEY) as provider:
+        project = cli_project(
+            tmp_path / "p", _model("paid", provider.url) + "\n[run]\nprovider_attempts = 2\n"
+        )
+        project.write("scenarios/s.yaml", "task: {prompt: Write out.txt.}\n")
+        env = {"LLMTT_ENABLED": "1", "PAID_KEY": KEY}
+        args = ("agent=litellm", "model=paid")
+        assert project.doit("run", *args, env=env).code == 0
+        run = project.results() / "s/litellm-paid/r1"
+        (attempt,) = _attempts(project, "s/litellm-paid/r1")
+        failed = {**attempt, "provider_failed": True, "error": "the model provider failed"}
+        (run / "attempts.jsonl").write_text("".join(json.dumps(a) + "\n" for a in (failed, failed)))
+        asked = len(log.read_text().splitlines())
+        assert project.doit("forget", *args).code == 0  # the agent layer pending again
+        refused = project.doit("run", *args, env=env)
+        assert len(log.read_text().splitlines()) == asked  # no request
+        project.write("scenarios/s.yaml", "task: {prompt: Write out.txt now.}\n")
+        again = project.doit("run", *args, env=env)
+    assert refused.code != 0
+    assert "not tried again: the model provider failed the last 2 attempts" in refused.out
+    assert f"remove {run / 'attempts.jsonl'} to try again" in refused.out
+    assert again.code == 0, again.out  # a new key: a new count
+    assert project.json("s/litellm-paid/r1/result.json")["outcome"] == "pass"
 
 
 def test_a_set_up_that_fails_books_nothing(tmp_path: Path) -> None:
@@ -207,3 +231,76 @@ def test_a_set_up_that_fails_books_nothing(tmp_path: Path) -> None:
     assert spent["spent"] == 0.0  # three holds of $0.35, none booked
     assert good.code == 0, good.out + good.err
     assert project.json("good/litellm-paid/r1/result.json")["outcome"] == "pass"
+
+
+def test_an_answer_cut_and_asked_again_leaves_a_run_that_stands_at_a_lower_bound(
+    tmp_path: Path,
+) -> None:
+    """The litellm loop asks again for an answer the provider cut: nothing was lost, so its run
+    is judged, and its cost (the cut answer counted as far as it went) is a lower bound in
+    every place it is shown."""
+    session = ScriptedSession(
+        turns=[
+            Turn(
+                run=["echo a > out.txt"],
+                usage=TurnUsage(input=700, output=30),
+                hang=Hang(secs=0.05, cut=True, times=1),
+            ),
+            Turn(say="Done.", usage=TurnUsage(input=800, output=10)),
+        ]
+    )
+    with ScriptedServer(session, api_key=KEY) as provider:
+        project = cli_project(
+            tmp_path / "p",
+            _model("paid", provider.url)
+            + "\n[agents.litellm]\nmax_retries = 2\nretry_backoff_secs = 0.01\n",
+        )
+        project.write(
+            "scenarios/s.yaml",
+            "task: {prompt: Write out.txt.}\n"
+            "evaluation: {gates: [{type: file_exists, path: out.txt}]}\n",
+        )
+        env = {"LLMTT_ENABLED": "1", "PAID_KEY": KEY}
+        result = project.doit("run", "agent=litellm", "model=paid", env=env)
+    assert result.code == 0, result.out + result.err
+    run = "s/litellm-paid/r1"
+    record = project.json(f"{run}/result.json")
+    metrics = project.json(f"{run}/metrics.json")
+    assert record["outcome"] == "pass"
+    assert (metrics["requests"], metrics["turns"], metrics["cost_lower_bound"]) == (3, 2, True)
+    # The two answers that arrived whole, to the cent; the cut one showed nothing.
+    assert metrics["cost_usd"] == pytest.approx((1500 * 3.0 + 40 * 15.0) / 1e6)
+    assert "request 1 (/v1/chat/completions): the answer was cut short" in record["outcome_reason"]
+    assert "≥ " in (project.results() / "report.md").read_text()
+    assert "The cost is a lower bound" in (project.results() / run / "evaluation.md").read_text()
+    report = project.json("report.json")
+    assert report["summary"]["cost_lower_bound"] is True
+
+
+def test_no_agent_spends_past_its_cost_limit(tmp_path: Path) -> None:
+    """Each turn costs $0.315 and a run may spend $0.50: whatever an agent does, no request
+    after its second turn reaches the provider (the gateway refuses it, if the harness has not
+    stopped the agent first), and the run stops for its cost limit."""
+    turn = TurnUsage(input=100_000, output=1_000)
+    session = ScriptedSession(turns=[Turn(run=[f"echo {i}"], usage=turn) for i in range(6)])
+    log = tmp_path / "provider.log"
+    with ScriptedServer(session, log, api_key=KEY) as provider:
+        project = cli_project(tmp_path / "p", _model("paid", provider.url))
+        project.write(
+            "scenarios/s.yaml",
+            "task: {prompt: Count.}\nrun: {timeout_secs: 60}\ncost: {max_usd: 0.5}\n",
+        )
+        env = {"LLMTT_ENABLED": "1", "PAID_KEY": KEY}
+        result = project.doit("run", "-n", "4", f"agent={','.join(AGENTS)}", "model=paid", env=env)
+    assert result.code == 0, result.out + result.err
+    asked = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len([r for r in asked if r["tools"]]) <= 2 * len(AGENTS)
+    for agent in AGENTS:
+        run = f"s/{agent}-paid/r1"
+        wire = [json.loads(line) for line in (project.results() / run / "wire.jsonl").open()]
+        sent = [r for r in wire if r["tools"] and not r.get("refused")]
+        assert len(sent) <= 2, (agent, wire)
+        metrics = project.json(f"{run}/metrics.json")
+        assert metrics["cost_usd"] == pytest.approx(0.315 * len(sent) + metrics["side_cost_usd"])
+        stopped = project.json(f"{run}/run.json")["stop_reason"]
+        assert stopped.startswith("cost limit reached"), (agent, stopped)

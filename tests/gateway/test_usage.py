@@ -48,6 +48,7 @@ def test_a_cut_answer_is_a_lower_bound_held_at_its_worst() -> None:
     cut = answered(input_tokens=700, output_tokens=1, max_tokens=4000, fault="cut", complete=False)
     run = fold([answered(input_tokens=100, output_tokens=10), cut], PRICED.price)
     assert run.unreported == ["request 2 (/v1/messages): the answer was cut short"]
+    assert run.loop.requests == 1  # the cut answer gave the agent no turn
     assert run.cost == pytest.approx((800 * 3 + 11 * 15) / 1e6)
     # The budget holds the cut request at its max_tokens of output.
     assert run.worst_cost == pytest.approx((800 * 3 + 10 * 15 + 4000 * 15) / 1e6)

@@ -91,6 +91,12 @@ class Agent(ABC):
         """The header the provider of `model` takes its key in, as this agent calls it."""
         return self.key_header
 
+    def own_provider(self, model: str, env: Mapping[str, str]) -> tuple[str, str] | None:
+        """Where this agent reaches `model` by itself (no `[models.X] api_base`), and the key
+        it would use there (from the run's `env`, else the caller's), when the model gateway
+        can stand in for it; else None."""
+        return None
+
     def drift(self, version: str) -> str | None:
         """Why a run with this agent at `version` is not on proven ground (a CLI other than
         the one llmtt pins and tests), or None."""

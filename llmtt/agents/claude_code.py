@@ -169,6 +169,9 @@ class ClaudeCodeAgent(CliAgent):
     package = pinned("claude-code")
     key_env = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
     provider_hosts = ("api.anthropic.com",)
+    provider_base = "https://api.anthropic.com"  # claude-code adds /v1/messages itself
+    provider_base_env = "ANTHROPIC_BASE_URL"
+    provider_key_env = ("ANTHROPIC_API_KEY",)
     key_header = "x-api-key"
     own_turn_limit = True  # --max-turns
 

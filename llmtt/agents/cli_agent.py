@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shlex
 from abc import abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
 
 from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
@@ -33,7 +34,27 @@ class CliAgent(Agent):
     key_env: tuple[str, ...] = ()  # variables that authenticate it with a real provider
     own_turn_limit = False  # the CLI stops itself at ctx.max_turns (llmtt passes its flag)
     provider_hosts: tuple[str, ...] = ()  # where it calls its own provider's models
+    # Its own provider, as the gateway reaches it for a model without `api_base`: the base URL
+    # (moved by the CLI's own variable, e.g. ANTHROPIC_BASE_URL, when the caller sets it) and
+    # the key variables whose value the gateway adds. None: the CLI reaches it itself.
+    provider_base: str | None = None
+    provider_base_env: str | None = None
+    provider_key_env: tuple[str, ...] = ()
     through_gateway = True
+
+    def own_provider(self, model: str, env: Mapping[str, str]) -> tuple[str, str] | None:
+        """The CLI's own provider and the key for it, when llmtt holds one (an API key; a
+        login token the CLI keeps to itself is not passed on)."""
+        if self.provider_base is None:
+            return None
+        key = next(
+            (v for v in (env.get(k) or os.environ.get(k) for k in self.provider_key_env) if v),
+            None,
+        )
+        if key is None:
+            return None
+        moved = os.environ.get(self.provider_base_env) if self.provider_base_env else None
+        return moved or self.provider_base, key
 
     def drift(self, version: str) -> str | None:
         """A CLI other than the pinned one: its events and usage are not what llmtt's contract

@@ -303,6 +303,9 @@ class CodexAgent(CliAgent):
     package = pinned("codex")
     key_env = ("OPENAI_API_KEY", "CODEX_API_KEY")
     provider_hosts = ("api.openai.com",)
+    provider_base = "https://api.openai.com/v1"
+    provider_base_env = "OPENAI_BASE_URL"
+    provider_key_env = ("OPENAI_API_KEY", "CODEX_API_KEY")
 
     def command(self, ctx: RunContext, exe: str) -> tuple[list[str], dict[str, str]]:
         """`codex exec --json ...` with its home inside the run and no approvals."""

@@ -18,6 +18,7 @@ from llmtt.agents.cli_agent import CliAgent
 from llmtt.agents.pricing import SCRIPTED, Pricing
 from llmtt.agents.stream import StreamParser
 from llmtt.events import EventWriter
+from llmtt.gateway.proxy import PLACEHOLDER_KEY
 from llmtt.spec.config import AgentSettings
 
 
@@ -39,7 +40,9 @@ class CommandAgent(CliAgent):
     """An agent CLI launched from a command template."""
 
     package = "the agent's own package"
-    through_gateway = False  # its command line names no endpoint llmtt could replace
+    # Through the gateway only when it says where its program takes the model's URL from.
+    through_gateway = False
+    key_header = "auto"  # whichever wire its program speaks
 
     def __init__(self, name: str, settings: AgentSettings, project_root: Path) -> None:
         super().__init__(settings, project_root)
@@ -47,7 +50,11 @@ class CommandAgent(CliAgent):
         self.name = name
         self.template = settings.command
         self.executable_name = settings.command[0]
-        self.needs_model = any("{model}" in part for part in settings.command)
+        # A program told its model's URL (model_url_env) reaches it through the gateway.
+        self.through_gateway = settings.model_url_env is not None
+        self.needs_model = self.through_gateway or any(
+            "{model}" in part for part in settings.command
+        )
         self.structured_events = settings.parser is not None
         self.free = settings.free
 
@@ -76,6 +83,15 @@ class CommandAgent(CliAgent):
         values = {"prompt": ctx.prompt, "model": ctx.model or "", "workspace": str(ctx.workspace)}
         argv = [exe] + [_fill(part, values) for part in self.template[1:]]
         env = {"LLMTT_MODEL_URL": ctx.model_url} if ctx.model == SCRIPTED and ctx.model_url else {}
+        url_env, key_env = self.settings.model_url_env, self.settings.model_key_env
+        if url_env is not None and ctx.model:
+            spec = ctx.models.get(ctx.model)
+            if ctx.model == SCRIPTED and ctx.model_url:
+                env[url_env] = f"{ctx.model_url}/v1"
+            elif spec is not None and spec.api_base:
+                env[url_env] = spec.api_base  # the gateway's route (agent_layer._through)
+            if key_env is not None and url_env in env:
+                env[key_env] = PLACEHOLDER_KEY
         return argv, env
 
     def parser(self, ctx: RunContext) -> StreamParser:

@@ -20,6 +20,7 @@ from typing import Any
 
 from llmtt import __version__
 from llmtt.agents.base import Agent, AgentExit, RunContext
+from llmtt.agents.cli_agent import CliAgent
 from llmtt.agents.pricing import Pricing, pricing_of
 from llmtt.agents.registry import make_agent
 from llmtt.errors import LlmttError
@@ -29,7 +30,7 @@ from llmtt.execution.budget import BUDGET_EXHAUSTED
 from llmtt.execution.transcript import capped
 from llmtt.execution.workspace import Workspace, WorkspaceError, prepare, run_setup
 from llmtt.gateway.proxy import DRAIN_SECS, PLACEHOLDER_KEY, Gateway, Upstream
-from llmtt.gateway.usage import WIRE_FILE, fold, read_wire
+from llmtt.gateway.usage import FIGURES, WIRE_FILE, fold, read_wire
 from llmtt.plan.runs import Run
 from llmtt.process.sandbox.bwrap import Confinement, Sandbox, View, mounted
 from llmtt.process.shell import ShellResult, run_shell
@@ -43,6 +44,9 @@ from llmtt.util.atomic import open_private, read_jsonl, write_json
 RUN_FORMAT = 1
 SCRIPTED = "scripted"
 AGENT_ARTIFACTS = ("run.json", "events.jsonl", "transcript.raw.txt", "wire.jsonl")
+# What a killed attempt leaves half-written: removed with the artifacts before the next one.
+PARTS = ("events.jsonl.part", "transcript.raw.txt.part")
+SCRIPTED_DRAIN_SECS = 1.0  # the scripted model answers at once: only a record on its way waits
 
 
 def _now() -> str:
@@ -62,7 +66,7 @@ def execute_run(
     a `refusal` (the budget was spent before it started) records the run as not carried out.
     """
     run.dir.mkdir(parents=True, exist_ok=True)
-    for name in AGENT_ARTIFACTS:
+    for name in (*AGENT_ARTIFACTS, *PARTS):
         (run.dir / name).unlink(missing_ok=True)
     started_at, started = _now(), time.monotonic()
     record: dict[str, Any] = {
@@ -77,7 +81,7 @@ def execute_run(
         "started_at": started_at,
     }
     agent = make_agent(project.config, project.root, run.agent)
-    given_up = _given_up(run, project.config.run.provider_attempts)
+    given_up = attempts_given_up(run, project.config.run.provider_attempts)
     if refusal or given_up:
         outcome = _error(refusal or given_up or "")
     else:
@@ -121,7 +125,7 @@ def _ended(run: Run, outcome: AgentExit) -> AgentExit:
     waited out, a 5xx it retried) loses nothing, and the run stands. A run whose request was
     refused at a limit stopped for that reason."""
     records = read_wire(run.dir)
-    if records is None or outcome.error:
+    if records is None:
         return outcome
     seen = fold(records, lambda *_: 0.0)
     if seen.last_fault is not None:
@@ -133,14 +137,18 @@ def _ended(run: Run, outcome: AgentExit) -> AgentExit:
             error=f"{PROVIDER_FAILED}: {seen.went_on_from_cut}, and the agent went on from "
             "the part it got",
         )
-    if seen.refused is not None:
+    last = records[-1] if records else {}
+    if seen.refused is not None and (last.get("refused") or not outcome.error):
         if seen.refused.startswith(BUDGET_EXHAUSTED):
             return replace(outcome, error=seen.refused)
-        return replace(outcome, natural_stop=False, reason=outcome.reason or seen.refused)
+        # A limit the gateway held: the run stopped for it, and is judged (an agent that
+        # took the refusal for an error of its own, as the litellm loop does, included).
+        why = seen.refused if last.get("refused") else outcome.reason or seen.refused
+        return replace(outcome, error=None, natural_stop=False, reason=why)
     return outcome
 
 
-def _given_up(run: Run, attempts: int) -> str | None:
+def attempts_given_up(run: Run, attempts: int) -> str | None:
     """Why the run is not tried again: the provider failed its last `attempts` attempts."""
     path = run.dir / ATTEMPTS
     try:
@@ -262,7 +270,8 @@ def _run_agent(
         log.unlink(missing_ok=True)
         spec = run.scenario.spec
         with ScriptedServer(spec.scripted or spec.solution, log=log) as server:
-            with _gateway(run, launch, drain_secs=0) as gateway:  # it is free: no drain
+            # A short drain: the last answer's record may still be on its way.
+            with _gateway(run, launch, drain_secs=SCRIPTED_DRAIN_SECS) as gateway:
                 # The agent reaches the scripted model as any other: through the gateway.
                 url = gateway.add(Upstream(f"{server.url}/v1"), run.run_id).removesuffix("/v1")
                 return _confined_launch(run, agent, launch, (base, view, [url]), url)
@@ -276,19 +285,26 @@ def _run_agent(
                 "host in [isolation.network] agent"
             )
     model = project.config.models.get(run.model or "")
+    upstream: Upstream | None = None
+    secrets: tuple[str, ...] = ()
     if agent.through_gateway and model is not None and model.api_base:
         # An endpoint llmtt knows the URL of: the agent is given the gateway's, and a key
         # that opens nothing; the gateway adds the real one.
         key = endpoint_of(run.model or "", project.config.models, env).key
+        upstream = Upstream(model.api_base, key or None, agent.key_header_for(model))
+        secrets = (model.api_key_env,) if model.api_key_env else ()
+    elif agent.through_gateway and run.model:
+        # The CLI's own provider (no api_base), with an API key llmtt holds: the same.
+        own = agent.own_provider(model.id if model and model.id else run.model, env)
+        if own is not None:
+            model = model or ModelSpec()
+            upstream = Upstream(own[0], own[1], agent.key_header_for(model))
+            secrets = agent.provider_key_env if isinstance(agent, CliAgent) else ()
+    if upstream is not None and model is not None:
         with _gateway(run, launch) as gateway:
-            upstream = Upstream(model.api_base, key or None, agent.key_header_for(model))
             route = gateway.add(upstream, run.run_id)
-            launch = _through(
-                launch,
-                agent,
-                run.model or "",
-                model.model_copy(update={"api_base": route, "api_key_env": GATEWAY_KEY_ENV}),
-            )
+            through = model.model_copy(update={"api_base": route, "api_key_env": GATEWAY_KEY_ENV})
+            launch = _through(launch, agent, run.model or "", through, secrets)
             return _confined_launch(run, agent, launch, (base, view, [route]), None)
     return _confined_launch(run, agent, launch, (base, view, urls), None)
 
@@ -296,12 +312,17 @@ def _run_agent(
 GATEWAY_KEY_ENV = "LLMTT_GATEWAY_KEY"  # the variable holding the placeholder key an agent gets
 
 
-def _through(launch: _Launch, agent: Agent, name: str, spec: ModelSpec) -> _Launch:
+def _through(
+    launch: _Launch, agent: Agent, name: str, spec: ModelSpec, secrets: tuple[str, ...]
+) -> _Launch:
     """`launch` with model `name` reached at the gateway (`spec`) and its placeholder key;
-    the agent's own `[models]` follow, so no real key variable is passed to it."""
+    the agent's own `[models]` follow, so no real key variable is passed to it, and the
+    variables holding the real key (`secrets`, were the user to set them for the agent) are
+    taken out of its environment."""
     models = {**launch.models, name: spec}
     agent.models = {**agent.models, name: spec}
-    return replace(launch, models=models, env={**launch.env, GATEWAY_KEY_ENV: PLACEHOLDER_KEY})
+    env = {k: v for k, v in launch.env.items() if k not in secrets}
+    return replace(launch, models=models, env={**env, GATEWAY_KEY_ENV: PLACEHOLDER_KEY})
 
 
 class _Wire:
@@ -325,6 +346,9 @@ class _Wire:
             # A request still being read when the run ended (an answer the agent hung up on,
             # from a stalled provider) is not written into the next attempt's record.
             if self.open:
+                # Priced as the run is: a later edit of [models] prices reprices nothing.
+                if record.get("wire") and isinstance(record.get("status"), int):
+                    record["cost_usd"] = self.price(*(_count(record.get(name)) for name in FIGURES))
                 self.records.append(record)
                 with open(self.path, "a", encoding="utf-8") as handle:
                     handle.write(json.dumps(record, sort_keys=True) + "\n")
@@ -383,6 +407,10 @@ def _confined_launch(
         return _error(str(exc))
     with isolation.confined(base, view, hosts) as confine:
         return _launch(run, agent, launch, url, confine)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _view(ws: Workspace, mounts: Mapping[str, str], base: Sandbox | None) -> View:

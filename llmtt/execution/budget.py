@@ -85,7 +85,8 @@ class Ledger:
 
         def check(spent: float) -> str | None:
             with self._locked() as state:
-                state["running"][key] = spent
+                # Two counters report a run's spend (its stream, the gateway): the larger holds.
+                state["running"][key] = max(spent, state["running"].get(key, 0.0))
                 total = state["spent"] + sum(state["running"].values())
                 if total < self.budget:
                     return None

@@ -339,7 +339,7 @@ def agent_layer(
     into run.json (`lost_attempts`), and the layer is sent once more only under a new hold.
     """
     from llmtt.agents.pricing import pricing_of
-    from llmtt.execution.agent_layer import execute_run
+    from llmtt.execution.agent_layer import ATTEMPTS, attempts_given_up, execute_run
     from llmtt.execution.budget import spent_by
     from llmtt.executors.remote import land
     from llmtt.util.atomic import read_json, write_json
@@ -365,8 +365,14 @@ def agent_layer(
             raise _Refused from None
         return True
 
+    # The run's record of attempts is the controller's: a node starts from an empty folder.
+    given_up = attempts_given_up(run, project.config.run.provider_attempts)
+    earlier = (run.dir / ATTEMPTS).read_bytes() if (run.dir / ATTEMPTS).exists() else b""
     try:
         try:
+            if given_up is not None:
+                refusal.append(given_up)
+                raise _Refused
             result = _attempts(c, job, run.model, held is not None, again)
         except _Refused:
             record = execute_run(project, run, refusal=refusal[0])
@@ -379,11 +385,15 @@ def agent_layer(
             land(result["files"], run.dir, first=["run.json"], last="run.json")
             landed = True
             record = result["value"]
+            # The node's line for this attempt, after the controller's earlier ones.
+            this = (run.dir / ATTEMPTS).read_bytes() if (run.dir / ATTEMPTS).exists() else b""
+            (run.dir / ATTEMPTS).write_bytes(earlier + this)
     finally:
         if ledger is not None and held is not None:
-            # Nothing landed: what the attempt spent is unknown, its hold counts as spent.
+            # Nothing landed: what the attempt spent is unknown, its hold counts as spent
+            # (nothing, when it was not sent: the provider had failed it too often).
             spent = spent_by(run.dir, pricing_of(run.model, project.config.models))
-            ledger.settle(key, spent if landed else None, held)
+            ledger.settle(key, spent if landed else (0.0 if given_up else None), held)
     if lost:
         record = {**read_json(run.dir / "run.json"), "lost_attempts": lost}
         write_json(run.dir / "run.json", record)

@@ -114,6 +114,7 @@ class StreamMeter:
 
     wire: str
     usage: WireUsage = field(init=False)
+    ended: bool = False  # the stream's own end arrived ([DONE], message_stop, a final response)
     _pending: bytes = b""
     _data: list[str] = field(default_factory=list)
 
@@ -139,8 +140,10 @@ class StreamMeter:
     def _dispatch(self) -> None:
         data, self._data = "\n".join(self._data), []
         if not data or data == "[DONE]":
-            if data == "[DONE]" and self.wire == "openai-chat" and self.usage.seen:
-                self.usage.complete = True
+            if data == "[DONE]":
+                self.ended = True
+                if self.wire == "openai-chat" and self.usage.seen:
+                    self.usage.complete = True
             return
         try:
             event = json.loads(data)
@@ -161,6 +164,7 @@ class StreamMeter:
             elif kind == "message_delta":
                 _anthropic(usage, event.get("usage"))
             elif kind == "message_stop":
+                self.ended = True
                 usage.complete = usage.seen
         elif self.wire == "openai-chat":
             if isinstance(event.get("model"), str):
@@ -168,6 +172,7 @@ class StreamMeter:
             if event.get("usage"):
                 _openai(usage, event["usage"], "prompt_tokens", "completion_tokens")
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
+            self.ended = True
             response = event.get("response")
             if isinstance(response, dict):
                 if isinstance(response.get("model"), str):

@@ -69,7 +69,8 @@ PLACEHOLDER_KEY = "llmtt-gateway"  # what an agent is given instead of a key
 @dataclass(frozen=True)
 class Upstream:
     """Where a route's requests go: a base URL, and the credential llmtt adds (none: the
-    upstream needs none) in the header it wants (`x-api-key`, else `Authorization: Bearer`)."""
+    upstream needs none) in the header it wants (`x-api-key`, else `Authorization: Bearer`;
+    `auto`: `x-api-key` for requests on the Anthropic wire)."""
 
     base_url: str
     key: str | None = None
@@ -93,6 +94,7 @@ class _Request:
     record: Record
     meter: StreamMeter | None = None
     given_up: bool = False  # recorded at close as unfinished, or nothing to record
+    sent: bool = False  # passed on upstream (a refused or held-back request never is)
 
 
 class Gateway:
@@ -108,6 +110,7 @@ class Gateway:
         self._lock = threading.Lock()
         self._under_way: set[_Request] = set()
         self._holds: dict[str, float] = {}  # route -> time.monotonic() it may go on
+        self.closing = threading.Event()  # set when the run is over: nothing more is sent
         self._idle = threading.Condition(self._lock)
         gateway = self
 
@@ -129,16 +132,20 @@ class Gateway:
         value: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        # From now on nothing more goes upstream: a request waiting out a Retry-After, or one
+        # that comes in now, is answered here and never sent.
+        self.closing.set()
         with self._idle:
             self._idle.wait_for(lambda: not self._under_way, timeout=self.drain_secs)
             left = list(self._under_way)
             for request in left:
                 request.given_up = True
-        # Requests still under way (a provider that outlasted the drain): recorded as far as
-        # the wire showed them, so a request the provider may bill is never left out.
+        # Requests sent and still under way (a provider that outlasted the drain): recorded as
+        # far as the wire showed them, so a request the provider may bill is never left out.
         for request in left:
-            shown = request.meter.usage.as_dict() if request.meter is not None else {}
-            self.record({**request.record, **shown, "complete": False, "unfinished": True})
+            if request.sent:
+                shown = request.meter.usage.as_dict() if request.meter is not None else {}
+                self.record({**request.record, **shown, "complete": False, "unfinished": True})
         self._server.shutdown()
         self._server.server_close()
 
@@ -226,29 +233,39 @@ class _Handler(BaseHTTPRequestHandler):
             "method": self.command,
             "path": rest,
             "wire": wire,
+            "body_bytes": len(body),
             **asked,
         }
         request = _Request(record)
         self.under_way = request
         self.owner.begin(request)
+        # Every POST is metered and held to the run's limits, whatever its path (a model
+        # request, or an embeddings or batch call the key would open all the same).
+        metered = self.command == "POST"
         try:
             # Every agent honours a Retry-After: a request sent sooner waits for it here.
             wait = self.owner.held(self.token)
             if wait > 0:
                 record["waited_secs"] = round(wait, 3)
-                time.sleep(wait)
-            refusal = upstream.admit() if upstream.admit is not None and wire else None
+                self.owner.closing.wait(wait)
+            if self.owner.closing.is_set():
+                # The run is over: nothing is sent, and nothing is recorded.
+                request.given_up = True
+                self._reply(400, _refusal(wire, "llmtt: the run has ended"))
+                return
+            refusal = upstream.admit() if upstream.admit is not None and metered else None
             if refusal is not None:
                 # A limit reached: not sent, answered as a provider refuses a request that no
                 # retry can mend (400), so the agent stops rather than tries again.
                 record.update({"status": 400, "refused": refusal})
                 self._reply(400, _refusal(wire, f"llmtt: {refusal}"))
             else:
+                request.sent = True
                 self._pass(upstream, rest, body, wire, record)
         finally:
             record["duration_secs"] = round(time.monotonic() - started, 3)
-            if wire is None and not record.get("fault"):
-                request.given_up = True  # not a model request: nothing to count
+            if not metered and not record.get("fault"):
+                request.given_up = True  # a GET (a model list): nothing to count
             self.owner.end(request)
 
     def _pass(
@@ -265,8 +282,11 @@ class _Handler(BaseHTTPRequestHandler):
         conn = kind(target.hostname or "", target.port, timeout=CONNECT_SECS)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in DROPPED}
         headers["Accept-Encoding"] = "identity"  # the usage is read from the bytes
+        header = upstream.header
+        if header == "auto":  # as the request's wire takes it: Anthropic's own header
+            header = "x-api-key" if wire == "anthropic-messages" else "authorization"
         if upstream.key:
-            if upstream.header == "x-api-key":
+            if header == "x-api-key":
                 headers["x-api-key"] = upstream.key
             else:
                 headers["Authorization"] = f"Bearer {upstream.key}"
@@ -288,7 +308,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, response: http.client.HTTPResponse, wire: str | None, record: Record) -> None:
         status = response.status
         record["status"] = status
-        if status == 429:
+        if status in (401, 403):
+            record["fault"] = "refused_key"  # the key llmtt added: the user's, not the agent's
+        elif status == 402:
+            record["fault"] = "billing"
+        elif status == 429:
             record["fault"] = "rate_limited"
             after = record["retry_after"] = retry_after_secs(response.getheader("retry-after"))
             if after:
@@ -333,7 +357,9 @@ class _Handler(BaseHTTPRequestHandler):
         usage = meter.close()
         if wire is not None:
             self._usage(record, usage)
-            if not usage.complete and status < 400:
+            # A stream that ended as its wire ends one, without usage (a server that reports
+            # none), lost nothing: a lower bound, not a cut.
+            if not usage.complete and status < 400 and not meter.ended:
                 record.setdefault("fault", "cut")
 
     def _usage(self, record: Record, usage: WireUsage) -> None:

@@ -20,8 +20,18 @@ from llmtt.util.atomic import read_jsonl
 
 WIRE_FILE = "wire.jsonl"
 # Faults of the provider or of the way to it, never of the agent.
-PROVIDER_FAULTS = ("rate_limited", "server_error", "timeout", "connection", "cut")
+PROVIDER_FAULTS = (
+    "rate_limited",
+    "server_error",
+    "timeout",
+    "connection",
+    "cut",
+    "refused_key",
+    "billing",
+)
 FIGURES = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+# The output a request that names no max_tokens is held at, at its worst.
+WORST_OUTPUT = 64_000
 
 Price = Callable[[int, int, int, int], float | None]  # (input, output, cache read, cache write)
 
@@ -64,7 +74,7 @@ class WireRun:
     faults: list[str] = field(default_factory=list)
     refused: str | None = None  # the first limit the gateway enforced
     last_fault: str | None = None  # the provider fault the run's last request met, if any
-    # A cut answer the agent went on from (its next request was no retry of the cut one).
+    # A cut answer the agent went on from (no later loop request asked for it again).
     went_on_from_cut: str | None = None
 
     @property
@@ -84,55 +94,82 @@ def read_wire(run_dir: Path) -> list[dict[str, Any]] | None:
 
 
 def fold(records: Iterable[dict[str, Any]], price: Price) -> WireRun:
-    """The run's usage from its records, in the order they were written."""
+    """The run's usage from its records, in the order they were written.
+
+    Only the agent loop's requests (those offering tools) decide whether a fault ended the run:
+    the last of them met one (`last_fault`), or the provider cut one of them and the agent went
+    on without asking for it again (`went_on_from_cut`). A side request's fault (a title that
+    was rate-limited) loses the task nothing.
+    """
     run = WireRun()
-    cut: tuple[str, Any] | None = None  # the last cut answer, and its request's content
+    records = list(records)
     for number, record in enumerate(records, start=1):
         run.sent += 1
         fault = record.get("fault")
         provider = fault in PROVIDER_FAULTS and not (fault == "cut" and record.get("client_gone"))
-        if cut is not None and run.went_on_from_cut is None:
-            if record.get("body_sha") != cut[1]:
-                run.went_on_from_cut = cut[0]
-            cut = None
-        run.last_fault = describe_fault(number, record) if provider else None
+        loop = bool(_count(record.get("tools")))
         if provider:
-            run.faults.append(run.last_fault or "")
-            if fault == "cut" and isinstance(record.get("status"), int) and record["status"] < 400:
-                cut = (run.last_fault or "", record.get("body_sha"))
+            run.faults.append(describe_fault(number, record))
+        if loop and not record.get("unfinished"):
+            # A request still under way when the run ended neither makes nor clears a fault.
+            run.last_fault = describe_fault(number, record) if provider else None
+            if fault == "cut" and provider and run.went_on_from_cut is None:
+                later = [r for r in records[number:] if _count(r.get("tools"))]
+                asked_again = any(r.get("body_sha") == record.get("body_sha") for r in later)
+                if later and not asked_again:
+                    run.went_on_from_cut = describe_fault(number, record)
         if record.get("refused"):
             run.refused = run.refused or str(record["refused"])
             continue
-        status = record.get("status")
-        unfinished = bool(record.get("unfinished"))
-        answered = isinstance(status, int) and status < 400
-        if not (answered or (unfinished and status is None)):
-            continue
-        figures = [_count(record.get(name)) for name in FIGURES]
-        cost = price(figures[0], figures[1], figures[2], figures[3])
-        # A request still unanswered when the run ended, or whose answer the provider cut,
-        # gave the agent no turn (it asks again, or it cannot go on from it); what the wire
-        # showed of it counts all the same.
-        part = run.loop if _count(record.get("tools")) else run.side
-        part.add(record, cost, counted=not unfinished and not provider)
-        worst = cost
-        if not record.get("complete"):
-            run.unreported.append(
-                f"request {number} ({record.get('path', '?')}): "
-                + (
-                    "still unanswered when the run ended"
-                    if unfinished
-                    else "the answer was cut short"
-                    if fault == "cut"
-                    else "no usage in the answer"
-                )
-            )
-            limit = _count(record.get("max_tokens"))
-            worst = (
-                price(figures[0], max(limit, figures[1]), figures[2], figures[3]) if limit else None
-            )
-        run.worst_cost = None if run.worst_cost is None or worst is None else run.worst_cost + worst
+        _count_usage(run, number, record, price, provider)
     return run
+
+
+def _count_usage(
+    run: WireRun, number: int, record: dict[str, Any], price: Price, provider: bool
+) -> None:
+    """One request's figures, cost and worst case into `run`."""
+    status, fault = record.get("status"), record.get("fault")
+    unfinished = bool(record.get("unfinished"))
+    answered = isinstance(status, int) and status < 400
+    # A request the provider may have received and billed without an answer: one still under
+    # way at the end, or one it never answered in time.
+    unanswered = (unfinished and status is None) or fault == "timeout"
+    if record.get("wire") is None and not unanswered:
+        return  # no model answer (a token count): nothing to count but the request
+    if not (answered or unanswered):
+        return
+    figures = [_count(record.get(name)) for name in FIGURES]
+    known = record.get("cost_usd")
+    cost = known if isinstance(known, float | int) and "cost_usd" in record else None
+    if cost is None:
+        cost = price(figures[0], figures[1], figures[2], figures[3])
+    # A request still unanswered when the run ended, or whose answer the provider cut, gave
+    # the agent no turn (it asks again, or it cannot go on from it); what the wire showed of it
+    # counts all the same.
+    part = run.loop if _count(record.get("tools")) else run.side
+    part.add(record, cost, counted=answered and not unfinished and not provider)
+    worst = cost
+    if not record.get("complete"):
+        run.unreported.append(
+            f"request {number} ({record.get('path', '?')}): "
+            + (
+                "still unanswered when the run ended"
+                if unfinished
+                else "no answer in time"
+                if fault == "timeout"
+                else "the answer was cut short"
+                if fault == "cut"
+                else "no usage in the answer"
+            )
+        )
+        # At its worst: the whole request as input (a token is at least a byte of it) when
+        # its input was not shown, and its max_tokens of output (else WORST_OUTPUT).
+        shown_input = figures[0] + figures[2] + figures[3]
+        worst_input = figures[0] if shown_input else _count(record.get("body_bytes"))
+        output = max(_count(record.get("max_tokens")) or WORST_OUTPUT, figures[1])
+        worst = price(worst_input, output, figures[2], figures[3])
+    run.worst_cost = None if run.worst_cost is None or worst is None else run.worst_cost + worst
 
 
 def describe_fault(number: int, record: dict[str, Any]) -> str:
@@ -145,6 +182,8 @@ def describe_fault(number: int, record: dict[str, Any]) -> str:
         "timeout": "no answer in time",
         "connection": "connection failed",
         "cut": "answer cut short",
+        "refused_key": f"the key was refused ({status}): check the model's api_key_env",
+        "billing": "payment required (402)",
     }.get(str(fault), str(fault))
     after = record.get("retry_after")
     if fault == "rate_limited" and isinstance(after, int | float):

@@ -18,6 +18,7 @@ from llmtt.plan.versions import Versions
 from llmtt.spec.config import (
     CONTROL_VARIANT,
     EVALUATION_SETTINGS,
+    KEYED_WHEN_SET,
     AgentSettings,
     TargetSpec,
     control_removes,
@@ -512,7 +513,10 @@ def _agent_parts(project: Project, name: str, versions: Versions) -> tuple[str, 
     version = agent.version(versions.probe)
     # Settings that only the evaluation reads are in the evaluate key instead: editing them
     # must not pay for the agent again (nor must a new such field when llmtt is upgraded).
-    dump = settings.model_dump(exclude=EVALUATION_SETTINGS) if settings else None
+    dump = None
+    if settings is not None:
+        unset = {name for name in KEYED_WHEN_SET if getattr(settings, name) is None}
+        dump = settings.model_dump(exclude=EVALUATION_SETTINGS | unset)
     return version, hash_value([name, version, dump]), agent.model_name_field
 
 

@@ -152,6 +152,19 @@ class AgentSettings(Strict):
         description="A `command` agent that cannot spend money (e.g. a local model): it then "
         "runs without LLMTT_ENABLED=1.",
     )
+    model_url_env: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="A `command` agent: the variable its program takes its model's base URL "
+        "from (e.g. OPENAI_BASE_URL). llmtt sets it to the model gateway's URL (ending in "
+        "/v1), so its requests are counted, limited and given the real key by llmtt.",
+    )
+    model_key_env: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="A `command` agent with model_url_env: the variable its program takes its "
+        "API key from; llmtt sets it to a placeholder (the gateway adds the real key).",
+    )
     tool_timeout_secs: float = Field(60, gt=0, description="litellm agent: limit of one command.")
     max_output_chars: int = Field(
         8000, gt=0, description="litellm agent: a command's output is cut past this size."
@@ -162,6 +175,9 @@ class AgentSettings(Strict):
 
 # Agent settings read only by the evaluation: part of the evaluate key, not the agent's.
 EVALUATION_SETTINGS: set[str] = {"command_marker"}
+# Agent settings added since runs were first keyed: part of the agent's key only when set, so
+# an upgrade of llmtt does not re-run (and re-pay) every run of an agent with a table.
+KEYED_WHEN_SET: tuple[str, ...] = ("model_url_env", "model_key_env")
 
 
 class ModelSpec(Strict):

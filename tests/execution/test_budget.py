@@ -236,3 +236,14 @@ def test_a_judge_refused_by_the_spent_budget_is_not_asked_the_reports_list_it_an
     assert [t for t in again.executed() if ":" in t] == [f"s/oracle/{refused}:judge"]
     assert project.json(f"s/oracle/{refused}/result.json")["outcome"] == "pass"
     assert project.doit("run", "repeats=2", env=env).executed() == []
+
+
+def test_a_runs_running_spend_never_goes_down(tmp_path: Path) -> None:
+    """Two counters report a run's spend (its own stream, the gateway): a lower figure from one
+    after a higher from the other must not free budget for other runs."""
+    ledger = Ledger.create(tmp_path / "budget.json", 1.0)
+    guard = ledger.guard("r:agent")
+    assert guard(0.6) is None
+    assert guard(0.1) is None  # a client that lost count
+    other = ledger.guard("s:agent")
+    assert other(0.45) is not None  # 0.6 + 0.45 is past the budget, whatever the last report

@@ -270,18 +270,105 @@ def test_a_request_under_way_at_close_is_recorded_as_unfinished() -> None:
     assert record["input_tokens"] == 900 and record["run"] == "s/a/r1"
 
 
-class _Briefly(_Limited):
-    after = "0.6"
+class _Briefly(BaseHTTPRequestHandler):
+    """429 with a Retry-After of 0.6 s to every request; keeps when each arrived."""
+
+    arrivals: list[float] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self.arrivals.append(time.monotonic())
+        self.rfile.read(int(self.headers["content-length"]))
+        data = b'{"error": {"type": "rate_limit_error", "message": "slow down"}}'
+        self.send_response(429)
+        self.send_header("Retry-After", "0.6")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
 
 
 def test_a_retry_after_keeps_the_next_request_back_whatever_the_agent_does() -> None:
     records = Records()
-    with serving(_Briefly) as url, Gateway(records) as gateway:
+    handler = type("Handler", (_Briefly,), {"arrivals": []})
+    with serving(handler) as url, Gateway(records) as gateway:
         base = gateway.add(Upstream(url))
         post(base + "/messages", body("messages", False))
-        started = time.monotonic()
         post(base + "/messages", body("messages", False))  # an agent that retries at once
-        waited = time.monotonic() - started
         first, second = records.wait(2)
     assert first["retry_after"] == 0.6 and "waited_secs" not in first
-    assert 0.4 < second["waited_secs"] <= 0.6 and waited >= second["waited_secs"]
+    assert second["waited_secs"] > 0
+    # The provider saw the second request no sooner than it asked (the first arrived before
+    # its answer said when to come back).
+    assert handler.arrivals[1] - handler.arrivals[0] >= 0.6
+
+
+class _Slow(_Briefly):
+    """429 with a Retry-After of 30 s."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self.arrivals.append(time.monotonic())
+        self.rfile.read(int(self.headers["content-length"]))
+        data = b'{"error": {"type": "rate_limit_error", "message": "come back later"}}'
+        self.send_response(429)
+        self.send_header("Retry-After", "30")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_a_request_held_back_when_the_run_ends_is_never_sent_nor_recorded() -> None:
+    records = Records()
+    handler = type("Handler", (_Slow,), {"arrivals": []})
+    answers: list[tuple[int, bytes]] = []
+    admitted: list[int] = []
+
+    def admit() -> str | None:
+        admitted.append(1)
+        return None
+
+    with serving(handler) as url:
+        with Gateway(records, drain_secs=5) as gateway:
+            base = gateway.add(Upstream(url, admit=admit))
+            post(base + "/messages", body("messages", False))
+            waiting = threading.Thread(
+                target=lambda: answers.append(post(base + "/messages", body("messages", False)))
+            )
+            waiting.start()
+            time.sleep(0.3)  # held back for the Retry-After's 30 s
+            started = time.monotonic()
+        waiting.join(5)
+        closed_in = time.monotonic() - started
+    assert closed_in < 2  # the run's end does not wait for the hold
+    assert len(handler.arrivals) == 1  # the held request never reached the provider
+    assert answers and answers[0][0] == 400 and b"the run has ended" in answers[0][1]
+    assert [r["fault"] for r in records.items] == ["rate_limited"]  # nothing else recorded
+    assert len(admitted) == 1  # no limit was asked after the end (no stale ledger entry)
+
+
+class _NoUsage(BaseHTTPRequestHandler):
+    """A Chat Completions server that streams an answer, ends it properly, and never reports
+    usage (it ignores include_usage)."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunk = {"model": "local", "choices": [{"index": 0, "delta": {"content": "hi"}}]}
+        self.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
+        self.close_connection = True
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_stream_that_ends_without_usage_is_a_lower_bound_not_a_cut() -> None:
+    records = Records()
+    with serving(_NoUsage) as url, Gateway(records) as gateway:
+        base = gateway.add(Upstream(url))
+        status, answer = post(base + "/chat/completions", body("chat", True))
+        (record,) = records.wait()
+    assert status == 200 and b"[DONE]" in answer
+    assert record["complete"] is False and "fault" not in record

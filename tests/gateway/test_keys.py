@@ -59,3 +59,53 @@ def test_the_agent_never_holds_the_key_the_gateway_adds(tmp_path: Path) -> None:
                 assert KEY.encode() not in path.read_bytes(), (agent, path)
         wire = [json.loads(line) for line in (run / "wire.jsonl").read_text().splitlines()]
         assert wire and all(r["status"] == 200 and r["complete"] for r in wire), agent
+
+
+def test_a_clis_own_provider_is_reached_through_the_gateway_too(tmp_path: Path) -> None:
+    """A model without `[models.X]`: claude-code and codex reach their own provider (moved to
+    loopback by the variables the CLIs themselves honour) through the gateway, holding a
+    placeholder; the key the caller set never enters the run."""
+    log = tmp_path / "provider.log"
+    hunt = [
+        "env > seen-env.txt; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' >> seen-env.txt",
+        "echo hunted > done.txt; timeout 5 grep -rlI -D skip sk-planted ~ . > found.txt",
+    ]
+    with ScriptedServer(hunt, log=log, api_key=KEY) as provider:
+        project = cli_project(tmp_path / "p")
+        project.write(
+            "scenarios/keys.yaml",
+            json.dumps(
+                {
+                    "task": {"prompt": "look around"},
+                    "evaluation": {"gates": [{"type": "file_exists", "path": "done.txt"}]},
+                }
+            ),
+        )
+        runs = {"claude-code": "claude-sonnet-4-5", "codex": "gpt-5"}
+        result = project.doit(
+            "run",
+            "-n",
+            "2",
+            "agent=claude-code,codex",
+            "model=claude-sonnet-4-5,gpt-5",
+            *(f"keys/{agent}-{model}/r1" for agent, model in runs.items()),
+            env={
+                "LLMTT_ENABLED": "1",
+                "ANTHROPIC_API_KEY": KEY,
+                "ANTHROPIC_BASE_URL": provider.url,
+                "OPENAI_API_KEY": KEY,
+                "OPENAI_BASE_URL": f"{provider.url}/v1",
+            },
+        )
+    assert result.code == 0, result.out + result.err
+    statuses = [json.loads(line)["status"] for line in log.read_text().splitlines()]
+    assert statuses and set(statuses) == {200}  # every request carried the real key
+    for agent, model in runs.items():
+        run = project.results() / "keys" / f"{agent}-{model}" / "r1"
+        record = project.json(f"keys/{agent}-{model}/r1/result.json")
+        assert record["outcome"] == "pass", (agent, record["outcome_reason"])
+        for path in run.rglob("*"):
+            if path.is_file():
+                assert KEY.encode() not in path.read_bytes(), (agent, path)
+        metrics = project.json(f"keys/{agent}-{model}/r1/metrics.json")
+        assert metrics["usage_source"] == "wire" and metrics["turns"] == 3, agent

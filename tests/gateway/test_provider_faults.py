@@ -121,9 +121,10 @@ def test_a_provider_fault_is_an_error_with_its_cause_never_a_failure(
     turns = [r for r in wire if r["tools"]]  # opencode's title request is answered
     if model == "limited":
         assert turns and all(r["fault"] == "rate_limited" and r["message"] for r in turns)
-        # Every agent waited the Retry-After between attempts: the gateway held them back.
-        times = [r["ts"] for r in turns]
-        assert all(b - a >= 0.9 for a, b in zip(times, times[1:], strict=False)), times
+        # Each attempt went upstream no sooner than the Retry-After before it allowed: the
+        # gateway held back an agent that asked sooner.
+        sent = [r["ts"] + r.get("waited_secs", 0) for r in turns]
+        assert all(b - a >= 0.99 for a, b in zip(sent, sent[1:], strict=False)), sent
     else:
         assert any(r.get("fault") == "cut" for r in turns), wire
 
@@ -171,32 +172,30 @@ def test_the_retry_is_judged_and_counted_once(faults: dict[str, Any]) -> None:
 
 def test_a_run_the_provider_failed_too_often_is_not_tried_again(tmp_path: Path) -> None:
     """[run] provider_attempts = 2, and the provider failed the run's last two attempts: the
-    next `doit run` refuses it without a request, saying how to try again; a changed run (a new
-    key) starts a new count."""
-    log = tmp_path / "provider.log"
-    with ScriptedServer(["echo a > out.txt"], log, api_key=KEY) as provider:
-        project = cli_project(
-            tmp_path / "p", _model("paid", provider.url) + "\n[run]\nprovider_attempts = 2\n"
-        )
-        project.write("scenarios/s.yaml", "task: {prompt: Write out.txt.}\n")
-        env = {"LLMTT_ENABLED": "1", "PAID_KEY": KEY}
-        args = ("agent=litellm", "model=paid")
-        assert project.doit("run", *args, env=env).code == 0
-        run = project.results() / "s/litellm-paid/r1"
-        (attempt,) = _attempts(project, "s/litellm-paid/r1")
-        failed = {**attempt, "provider_failed": True, "error": "the model provider failed"}
-        (run / "attempts.jsonl").write_text("".join(json.dumps(a) + "\n" for a in (failed, failed)))
-        asked = len(log.read_text().splitlines())
-        assert project.doit("forget", *args).code == 0  # the agent layer pending again
-        refused = project.doit("run", *args, env=env)
-        assert len(log.read_text().splitlines()) == asked  # no request
-        project.write("scenarios/s.yaml", "task: {prompt: Write out.txt now.}\n")
-        again = project.doit("run", *args, env=env)
+    next `doit run` refuses it before its agent starts, saying how to try again; a changed run
+    (a new key) starts a new count. (The oracle agent: the refusal comes before any agent.)"""
+    project = cli_project(tmp_path / "p", "\n[run]\nprovider_attempts = 2\n")
+    project.write(
+        "scenarios/s.yaml", "task: {prompt: Write out.txt.}\nsolution: ['echo a > out.txt']\n"
+    )
+    args = ("agent=oracle",)
+    assert project.doit("run", *args).code == 0
+    run = project.results() / "s/oracle/r1"
+    (attempt,) = _attempts(project, "s/oracle/r1")
+    failed = {**attempt, "provider_failed": True, "error": "the model provider failed: 429"}
+    (run / "attempts.jsonl").write_text("".join(json.dumps(a) + "\n" for a in (failed, failed)))
+    assert project.doit("forget", *args).code == 0  # the agent layer pending again
+    (run / "workspace" / "out.txt").unlink()
+    refused = project.doit("run", *args)
     assert refused.code != 0
     assert "not tried again: the model provider failed the last 2 attempts" in refused.out
     assert f"remove {run / 'attempts.jsonl'} to try again" in refused.out
+    assert not (run / "workspace" / "out.txt").exists()  # no agent ran
+    assert len(_attempts(project, "s/oracle/r1")) == 2  # a refusal is no attempt
+    project.write("scenarios/s.yaml", "task: {prompt: Write it.}\nsolution: ['echo a > out.txt']\n")
+    again = project.doit("run", *args)
     assert again.code == 0, again.out  # a new key: a new count
-    assert project.json("s/litellm-paid/r1/result.json")["outcome"] == "pass"
+    assert project.json("s/oracle/r1/result.json")["outcome"] == "pass"
 
 
 def test_a_set_up_that_fails_books_nothing(tmp_path: Path) -> None:
@@ -304,3 +303,31 @@ def test_no_agent_spends_past_its_cost_limit(tmp_path: Path) -> None:
         assert metrics["cost_usd"] == pytest.approx(0.315 * len(sent) + metrics["side_cost_usd"])
         stopped = project.json(f"{run}/run.json")["stop_reason"]
         assert stopped.startswith("cost limit reached"), (agent, stopped)
+
+
+def test_the_litellm_loop_refused_at_its_cost_limit_is_judged(tmp_path: Path) -> None:
+    """A turn that spends exactly the limit: the loop's own count goes on (it stops past the
+    limit), the gateway refuses the next request (it stops at the limit), litellm takes the 400
+    for an error of its own; the run is still judged, stopped for its cost limit."""
+    turns = [Turn(run=["echo a > out.txt"], usage=TurnUsage(input=500_000, output=0))]
+    session = ScriptedSession(turns=[*turns, Turn(say="Done.")])
+    with ScriptedServer(session, api_key=KEY) as provider:
+        project = cli_project(
+            tmp_path / "p",
+            f'\n[models.paid]\napi_base = "{provider.url}/v1"\napi_key_env = "PAID_KEY"\n'
+            'litellm = "openai/paid"\ninput_usd_per_mtok = 1.0\noutput_usd_per_mtok = 0.0\n',
+        )
+        project.write(
+            "scenarios/s.yaml",
+            "task: {prompt: Write out.txt.}\ncost: {max_usd: 0.5}\n"
+            "evaluation: {gates: [{type: file_exists, path: out.txt}]}\n",
+        )
+        env = {"LLMTT_ENABLED": "1", "PAID_KEY": KEY}
+        result = project.doit("run", "agent=litellm", "model=paid", env=env)
+    assert result.code == 0, result.out + result.err
+    run = project.json("s/litellm-paid/r1/run.json")
+    assert (run["status"], run["stop_reason"]) == (
+        "completed",
+        "cost limit reached: spent $0.5000 of $0.5",
+    )
+    assert project.json("s/litellm-paid/r1/result.json")["outcome"] == "pass"

@@ -19,7 +19,14 @@ PRICED = Pricing("user", MODEL)
 
 
 def answered(tools: int = 1, **figures: Any) -> dict[str, Any]:
-    return {"path": "/v1/messages", "status": 200, "tools": tools, "complete": True, **figures}
+    return {
+        "path": "/v1/messages",
+        "wire": "anthropic-messages",
+        "status": 200,
+        "tools": tools,
+        "complete": True,
+        **figures,
+    }
 
 
 def test_turns_side_requests_and_cost_come_from_answered_requests() -> None:
@@ -53,9 +60,9 @@ def test_a_cut_answer_is_a_lower_bound_held_at_its_worst() -> None:
     # The budget holds the cut request at its max_tokens of output.
     assert run.worst_cost == pytest.approx((800 * 3 + 10 * 15 + 4000 * 15) / 1e6)
     assert run.last_fault == "request 2 (/v1/messages): answer cut short"
-    # Without a max_tokens nobody knows the worst: unknown, never 0.
+    # Without a max_tokens: held at 64,000 tokens of output, never 0.
     no_limit = {k: v for k, v in cut.items() if k != "max_tokens"}
-    assert fold([no_limit], PRICED.price).worst_cost is None
+    assert fold([no_limit], PRICED.price).worst_cost == pytest.approx((700 * 3 + 64_000 * 15) / 1e6)
 
 
 def test_an_agent_that_goes_on_from_a_cut_answer_is_told_from_one_that_retries_it() -> None:
@@ -65,6 +72,40 @@ def test_an_agent_that_goes_on_from_a_cut_answer_is_told_from_one_that_retries_i
     assert went_on.last_fault is None  # the run's last request was answered
     retried = fold([cut, answered(body_sha="a1"), answered(body_sha="c3")], PRICED.price)
     assert retried.went_on_from_cut is None  # the same request again: nothing was lost
+
+
+def test_only_the_loops_requests_decide_and_a_retry_may_come_after_other_requests() -> None:
+    title_cut = answered(0, body_sha="t", fault="cut", complete=False)
+    run = fold([title_cut, answered(body_sha="a"), answered(body_sha="b")], PRICED.price)
+    assert run.went_on_from_cut is None and run.last_fault is None  # a side request's cut
+    assert run.faults == ["request 1 (/v1/messages): answer cut short"]  # still listed
+    cut = answered(body_sha="a", fault="cut", complete=False)
+    late = fold([cut, answered(body_sha="x"), answered(body_sha="a")], PRICED.price)
+    assert late.went_on_from_cut is None  # asked for again after another request finished
+    limited = {"path": "/v1/messages", "status": 429, "tools": 0, "fault": "rate_limited"}
+    assert fold([answered(), limited], PRICED.price).last_fault is None
+
+
+def test_worst_cases_count_what_the_provider_may_bill() -> None:
+    # A cut OpenAI stream shows no input: the whole request (20,000 bytes) is its worst input;
+    # it names no max_tokens: 64,000 tokens of output.
+    cut = answered(body_bytes=20_000, fault="cut", complete=False)
+    assert fold([cut], PRICED.price).worst_cost == pytest.approx((20_000 * 3 + 64_000 * 15) / 1e6)
+    # A request the provider never answered in time may be billed: held at its worst too.
+    timed_out = {"path": "/v1/messages", "status": 504, "tools": 1, "fault": "timeout"}
+    run = fold([{**timed_out, "body_bytes": 1000, "max_tokens": 100}], PRICED.price)
+    assert run.worst_cost == pytest.approx((1000 * 3 + 100 * 15) / 1e6)
+    assert run.unreported == ["request 1 (/v1/messages): no answer in time"]
+    # A token count (no model answer) costs nothing and is no request of the loop.
+    counted = fold(
+        [{"path": "/v1/messages/count_tokens", "status": 200, "wire": None}], PRICED.price
+    )
+    assert (counted.sent, counted.loop.requests, counted.side.requests) == (1, 0, 0)
+
+
+def test_the_cost_written_at_run_time_is_the_cost() -> None:
+    priced_then = answered(input_tokens=1000, output_tokens=10, cost_usd=0.5)
+    assert fold([priced_then], PRICED.price).cost == 0.5
 
 
 def test_an_agent_that_hung_up_is_no_provider_fault_and_an_unfinished_request_no_turn() -> None:

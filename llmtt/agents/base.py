@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -61,6 +62,34 @@ class AgentExit:
 VersionProbe = Callable[[str, str | None, Mapping[str, str]], str]
 
 
+@dataclass(frozen=True)
+class OwnProvider:
+    """A provider an agent reaches by itself, as the model gateway stands in for it."""
+
+    base_url: str
+    key: str
+    header: str  # the header the provider takes the key in
+    secrets: tuple[str, ...]  # the variables holding the key: never passed to the agent
+
+    @classmethod
+    def find(
+        cls,
+        base_url: str,
+        base_env: str | None,
+        key_env: tuple[str, ...],
+        header: str,
+        env: Mapping[str, str],
+    ) -> OwnProvider | None:
+        """The provider at `base_url` (moved by the caller's `base_env`, the variable the
+        agent itself honours), when a key for it is set (the run's `env`, else the caller's);
+        None without one (an agent logged in by other means reaches its provider itself)."""
+        key = next((v for v in (env.get(k) or os.environ.get(k) for k in key_env) if v), None)
+        if key is None:
+            return None
+        moved = os.environ.get(base_env) if base_env else None
+        return cls(moved or base_url, key, header, key_env)
+
+
 class Agent(ABC):
     """Base of all agents; subclasses implement `run` and may override the policies."""
 
@@ -91,7 +120,7 @@ class Agent(ABC):
         """The header the provider of `model` takes its key in, as this agent calls it."""
         return self.key_header
 
-    def own_provider(self, model: str, env: Mapping[str, str]) -> tuple[str, str] | None:
+    def own_provider(self, model: str, env: Mapping[str, str]) -> OwnProvider | None:
         """Where this agent reaches `model` by itself (no `[models.X] api_base`), and the key
         it would use there (from the run's `env`, else the caller's), when the model gateway
         can stand in for it; else None."""

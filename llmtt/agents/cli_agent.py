@@ -16,7 +16,7 @@ from abc import abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 
-from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
+from llmtt.agents.base import Agent, AgentExit, OwnProvider, RunContext, VersionProbe
 from llmtt.agents.install import places
 from llmtt.agents.pricing import SCRIPTED, Pricing, pricing_of
 from llmtt.agents.stream import LineBuffer, StreamParser
@@ -42,19 +42,14 @@ class CliAgent(Agent):
     provider_key_env: tuple[str, ...] = ()
     through_gateway = True
 
-    def own_provider(self, model: str, env: Mapping[str, str]) -> tuple[str, str] | None:
+    def own_provider(self, model: str, env: Mapping[str, str]) -> OwnProvider | None:
         """The CLI's own provider and the key for it, when llmtt holds one (an API key; a
         login token the CLI keeps to itself is not passed on)."""
         if self.provider_base is None:
             return None
-        key = next(
-            (v for v in (env.get(k) or os.environ.get(k) for k in self.provider_key_env) if v),
-            None,
+        return OwnProvider.find(
+            self.provider_base, self.provider_base_env, self.provider_key_env, self.key_header, env
         )
-        if key is None:
-            return None
-        moved = os.environ.get(self.provider_base_env) if self.provider_base_env else None
-        return moved or self.provider_base, key
 
     def drift(self, version: str) -> str | None:
         """A CLI other than the pinned one: its events and usage are not what llmtt's contract

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from typing import Any
 
-from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
+from llmtt.agents.base import Agent, AgentExit, OwnProvider, RunContext, VersionProbe
 from llmtt.agents.pricing import pricing_of
 from llmtt.process.shell import run_shell
 from llmtt.providers import (
@@ -109,6 +110,24 @@ class _Stop:
     exit_code: int | None = 0  # the loop's own: 1 when the provider failed, None at a timeout
 
 
+# The providers whose endpoints the gateway stands in for: (base URL, the variable that moves
+# it, the key variables, the header the key goes in).
+OWN_PROVIDERS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
+    "anthropic": (
+        "https://api.anthropic.com",
+        "ANTHROPIC_BASE_URL",
+        ("ANTHROPIC_API_KEY",),
+        "x-api-key",
+    ),
+    "openai": (
+        "https://api.openai.com/v1",
+        "OPENAI_BASE_URL",
+        ("OPENAI_API_KEY",),
+        "authorization",
+    ),
+}
+
+
 class LitellmAgent(Agent):
     """The loop: ask the model, run the bash calls it makes, until it answers or turns run out.
 
@@ -121,6 +140,15 @@ class LitellmAgent(Agent):
     name = "litellm"
     model_name_field = "litellm"
     through_gateway = True
+
+    def own_provider(self, model: str, env: Mapping[str, str]) -> OwnProvider | None:
+        """Anthropic's and OpenAI's own endpoints, for a model litellm names `anthropic/...`
+        or `openai/...` without an `api_base` (moved, as litellm moves them, by
+        ANTHROPIC_BASE_URL or OPENAI_BASE_URL)."""
+        spec = self.models.get(model)
+        name = spec.litellm if spec is not None and spec.litellm else model
+        found = OWN_PROVIDERS.get(name.split("/", 1)[0]) if "/" in name else None
+        return OwnProvider.find(*found, env) if found is not None else None
 
     def key_header_for(self, model: ModelSpec) -> str:
         """Anthropic's models take their key in `x-api-key`; litellm's other providers, as

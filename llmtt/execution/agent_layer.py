@@ -20,7 +20,6 @@ from typing import Any
 
 from llmtt import __version__
 from llmtt.agents.base import Agent, AgentExit, RunContext
-from llmtt.agents.cli_agent import CliAgent
 from llmtt.agents.pricing import Pricing, pricing_of
 from llmtt.agents.registry import make_agent
 from llmtt.errors import LlmttError
@@ -295,11 +294,11 @@ def _run_agent(
         secrets = (model.api_key_env,) if model.api_key_env else ()
     elif agent.through_gateway and run.model:
         # The CLI's own provider (no api_base), with an API key llmtt holds: the same.
-        own = agent.own_provider(model.id if model and model.id else run.model, env)
+        own = agent.own_provider(run.model, env)
         if own is not None:
             model = model or ModelSpec()
-            upstream = Upstream(own[0], own[1], agent.key_header_for(model))
-            secrets = agent.provider_key_env if isinstance(agent, CliAgent) else ()
+            upstream = Upstream(own.base_url, own.key, own.header)
+            secrets = own.secrets
     if upstream is not None and model is not None:
         with _gateway(run, launch) as gateway:
             route = gateway.add(upstream, run.run_id)

@@ -213,7 +213,7 @@ def test_binary_output_is_decoded_and_a_signal_death_is_128_plus_n(project: Proj
 
 # The first answer waits for litellm's import in doit's worker: 3 s here, 12 s with the machine
 # loaded. A run's time limit leaves room for it.
-LIMIT = 20
+LIMIT = 12
 
 
 def test_output_past_the_capture_keeps_its_head_and_tail(project: Project) -> None:

@@ -62,16 +62,19 @@ def test_the_agent_never_holds_the_key_the_gateway_adds(tmp_path: Path) -> None:
 
 
 def test_a_clis_own_provider_is_reached_through_the_gateway_too(tmp_path: Path) -> None:
-    """A model without `[models.X]`: claude-code and codex reach their own provider (moved to
-    loopback by the variables the CLIs themselves honour) through the gateway, holding a
-    placeholder; the key the caller set never enters the run."""
+    """A model without `api_base`: claude-code, codex and the litellm loop reach their own
+    provider (moved to loopback by the variables they themselves honour) through the gateway,
+    holding a placeholder; the key the caller set never enters the run."""
     log = tmp_path / "provider.log"
     hunt = [
         "env > seen-env.txt; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' >> seen-env.txt",
         "echo hunted > done.txt; timeout 5 grep -rlI -D skip sk-planted ~ . > found.txt",
     ]
     with ScriptedServer(hunt, log=log, api_key=KEY) as provider:
-        project = cli_project(tmp_path / "p")
+        # The litellm loop: a model litellm reaches at Anthropic's own endpoint.
+        project = cli_project(
+            tmp_path / "p", '\n[models.sonnet]\nlitellm = "anthropic/claude-sonnet-4-5"\n'
+        )
         project.write(
             "scenarios/keys.yaml",
             json.dumps(
@@ -81,13 +84,13 @@ def test_a_clis_own_provider_is_reached_through_the_gateway_too(tmp_path: Path) 
                 }
             ),
         )
-        runs = {"claude-code": "claude-sonnet-4-5", "codex": "gpt-5"}
+        runs = {"claude-code": "claude-sonnet-4-5", "codex": "gpt-5", "litellm": "sonnet"}
         result = project.doit(
             "run",
             "-n",
-            "2",
-            "agent=claude-code,codex",
-            "model=claude-sonnet-4-5,gpt-5",
+            "3",
+            "agent=claude-code,codex,litellm",
+            "model=claude-sonnet-4-5,gpt-5,sonnet",
             *(f"keys/{agent}-{model}/r1" for agent, model in runs.items()),
             env={
                 "LLMTT_ENABLED": "1",

@@ -223,13 +223,19 @@ def test_a_set_up_that_fails_books_nothing(tmp_path: Path) -> None:
             env=env,
         )
         spent = json.loads((project.results() / ".llmtt-cache/budget.json").read_text())
+        # What a killed attempt would have left half-written is no sign of spending either.
+        for run in project.results().glob("broken/litellm-paid/r*"):
+            (run / "events.jsonl.part").write_text("{}\n")
         good = project.doit(
-            "run", "agent=litellm", "model=paid", "scenario=good", "budget=1", env=env
+            "run", "agent=litellm", "model=paid", "scenario=broken,good", "budget=1", env=env
         )
+        again = json.loads((project.results() / ".llmtt-cache/budget.json").read_text())
     assert broken.code != 0 and "setup command `exit 3` failed" in broken.out
     assert spent["spent"] == 0.0  # three holds of $0.35, none booked
-    assert good.code == 0, good.out + good.err
-    assert project.json("good/litellm-paid/r1/result.json")["outcome"] == "pass"
+    assert project.json("good/litellm-paid/r1/result.json")["outcome"] == "pass", good.out
+    # Only the good run's few cents: the broken runs' holds were released again.
+    cost = project.json("good/litellm-paid/r1/metrics.json")["cost_usd"]
+    assert again["spent"] == pytest.approx(cost) and 0 < cost < 0.35
 
 
 def test_an_answer_cut_and_asked_again_leaves_a_run_that_stands_at_a_lower_bound(

@@ -84,6 +84,12 @@ def test_only_the_loops_requests_decide_and_a_retry_may_come_after_other_request
     assert late.went_on_from_cut is None  # asked for again after another request finished
     limited = {"path": "/v1/messages", "status": 429, "tools": 0, "fault": "rate_limited"}
     assert fold([answered(), limited], PRICED.price).last_fault is None
+    # A token count carries the loop's tools, but is no request of the loop: the loop's last
+    # request is still the one rate-limited.
+    count = {"path": "/v1/messages/count_tokens", "status": 200, "tools": 1, "wire": None}
+    loop_limited = {**limited, "tools": 1, "wire": "anthropic-messages"}
+    ended = fold([answered(), loop_limited, count], PRICED.price)
+    assert ended.last_fault == "request 2 (/v1/messages): rate limited (429)"
 
 
 def test_worst_cases_count_what_the_provider_may_bill() -> None:

@@ -29,7 +29,7 @@ from llmtt.execution.budget import BUDGET_EXHAUSTED
 from llmtt.execution.transcript import capped
 from llmtt.execution.workspace import Workspace, WorkspaceError, prepare, run_setup
 from llmtt.gateway.proxy import DRAIN_SECS, PLACEHOLDER_KEY, Gateway, Upstream
-from llmtt.gateway.usage import FIGURES, WIRE_FILE, fold, read_wire
+from llmtt.gateway.usage import WIRE_FILE, figures, fold, read_wire
 from llmtt.plan.runs import Run
 from llmtt.process.sandbox.bwrap import Confinement, Sandbox, View, mounted
 from llmtt.process.shell import ShellResult, run_shell
@@ -347,7 +347,7 @@ class _Wire:
             if self.open:
                 # Priced as the run is: a later edit of [models] prices reprices nothing.
                 if record.get("wire") and isinstance(record.get("status"), int):
-                    record["cost_usd"] = self.price(*(_count(record.get(name)) for name in FIGURES))
+                    record["cost_usd"] = self.price(*figures(record))
                 self.records.append(record)
                 with open(self.path, "a", encoding="utf-8") as handle:
                     handle.write(json.dumps(record, sort_keys=True) + "\n")
@@ -406,10 +406,6 @@ def _confined_launch(
         return _error(str(exc))
     with isolation.confined(base, view, hosts) as confine:
         return _launch(run, agent, launch, url, confine)
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _view(ws: Workspace, mounts: Mapping[str, str], base: Sandbox | None) -> View:

@@ -145,11 +145,10 @@ def _count_usage(
         return  # no model answer (a token count): nothing to count but the request
     if not (answered or unanswered):
         return
-    figures = [_count(record.get(name)) for name in FIGURES]
+    shown = figures(record)
     known = record.get("cost_usd")
-    cost = known if isinstance(known, float | int) and "cost_usd" in record else None
-    if cost is None:
-        cost = price(figures[0], figures[1], figures[2], figures[3])
+    # Priced as the run went (its record), else now.
+    cost = known if isinstance(known, float | int) else price(*shown)
     # A request still unanswered when the run ended, or whose answer the provider cut, gave
     # the agent no turn (it asks again, or it cannot go on from it); what the wire showed of it
     # counts all the same.
@@ -171,10 +170,10 @@ def _count_usage(
         )
         # At its worst: the whole request as input (a token is at least a byte of it) when
         # its input was not shown, and its max_tokens of output (else WORST_OUTPUT).
-        shown_input = figures[0] + figures[2] + figures[3]
-        worst_input = figures[0] if shown_input else _count(record.get("body_bytes"))
-        output = max(_count(record.get("max_tokens")) or WORST_OUTPUT, figures[1])
-        worst = price(worst_input, output, figures[2], figures[3])
+        uncached, out, read, written = shown
+        worst_input = uncached if uncached + read + written else _count(record.get("body_bytes"))
+        output = max(_count(record.get("max_tokens")) or WORST_OUTPUT, out)
+        worst = price(worst_input, output, read, written)
     run.worst_cost = None if run.worst_cost is None or worst is None else run.worst_cost + worst
 
 
@@ -198,6 +197,12 @@ def describe_fault(number: int, record: dict[str, Any]) -> str:
     return f"request {number} ({record.get('path', '?')}): {words}" + (
         f": {message}" if message else ""
     )
+
+
+def figures(record: dict[str, Any]) -> tuple[int, int, int, int]:
+    """A record's (input, output, cache read, cache write) tokens, as `Price` takes them."""
+    i, o, r, w = (_count(record.get(name)) for name in FIGURES)
+    return i, o, r, w
 
 
 def _count(value: Any) -> int:

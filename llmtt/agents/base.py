@@ -38,6 +38,9 @@ class RunContext:
     models: Mapping[str, ModelSpec] = field(default_factory=dict)  # [models.*] of llmtt.toml
     # The session budget: given the run's cost so far, why it must stop now (None: go on).
     session_budget: Callable[[float], str | None] | None = None
+    # The model's `api_base` in `models` is the model gateway standing in for the provider the
+    # agent reaches by itself (`Agent.own_provider`), not an endpoint the user configured.
+    stand_in: bool = False
 
     def over_budget(self, spent: float | None) -> str | None:
         """Why a run that has spent `spent` must stop for the session budget, or None."""

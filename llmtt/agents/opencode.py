@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from llmtt.agents.base import RunContext
+from llmtt.agents.base import OwnProvider, RunContext
 from llmtt.agents.cli_agent import CliAgent
 from llmtt.agents.install import pinned
 from llmtt.agents.pricing import Pricing, Tokens
@@ -25,6 +26,14 @@ PROVIDER_KEYS = {
     "mistral": ("MISTRAL_API_KEY",),
     "deepseek": ("DEEPSEEK_API_KEY",),
     "xai": ("XAI_API_KEY",),
+}
+# The providers of its own that opencode reaches through the model gateway when llmtt holds the
+# key (both bundled with opencode, so no package is fetched): the provider's base URL as the
+# gateway calls it, the variable that moves it (the one claude-code or codex honours), the
+# header its key goes in, and what opencode's provider adds to the base URL it is given.
+STOOD_IN = {
+    "anthropic": ("https://api.anthropic.com", "ANTHROPIC_BASE_URL", "x-api-key", "/v1"),
+    "openai": ("https://api.openai.com/v1", "OPENAI_BASE_URL", "authorization", ""),
 }
 # Where opencode reaches a provider of its own.
 PROVIDER_HOSTS = {
@@ -165,6 +174,17 @@ class OpencodeAgent(CliAgent):
         host = PROVIDER_HOSTS.get(provider)
         return [host] if host else None
 
+    def own_provider(self, model: str, env: Mapping[str, str]) -> OwnProvider | None:
+        """Anthropic or OpenAI named in `provider/model`, when llmtt holds its key: the model
+        gateway stands in for it (`STOOD_IN`)."""
+        spec = self.models.get(model)
+        model_id = spec.id if spec is not None and spec.id else model
+        provider = model_id.split("/", 1)[0] if "/" in model_id else ""
+        if provider not in STOOD_IN:
+            return None
+        base, base_env, header, _ = STOOD_IN[provider]
+        return OwnProvider.find(base, base_env, PROVIDER_KEYS[provider], header, env)
+
     def command(self, ctx: RunContext, exe: str) -> tuple[list[str], dict[str, str]]:
         """`opencode run --format json -m PROVIDER/MODEL PROMPT`, configured by variable."""
         endpoint = self.endpoint(ctx)
@@ -175,7 +195,16 @@ class OpencodeAgent(CliAgent):
             "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow"},
         }
         model = endpoint.model
-        if endpoint.base_url:
+        provider, _, model_id = endpoint.model.partition("/")
+        if ctx.stand_in and endpoint.base_url and provider in STOOD_IN:
+            # The model gateway standing in for opencode's own provider: that provider, pointed
+            # at the gateway with its placeholder key; the model declared, so one opencode's
+            # bundled list does not know yet is found all the same (the gateway prices it).
+            options = {"baseURL": endpoint.base_url.rstrip("/") + STOOD_IN[provider][3]}
+            if endpoint.key:
+                options["apiKey"] = endpoint.key
+            config["provider"] = {provider: {"options": options, "models": {model_id: {}}}}
+        elif endpoint.base_url:
             # A gateway, a proxy or the scripted server: an OpenAI-compatible provider of
             # llmtt's own, whose one model is the endpoint's name for it.
             entry: dict[str, Any] = {"name": endpoint.model, "tool_call": True}
@@ -195,19 +224,24 @@ class OpencodeAgent(CliAgent):
                 }
             }
             model = f"{PROVIDER}/{endpoint.model}"
-        elif endpoint.key and "/" in endpoint.model:
-            # The model's own provider, with the key from the variable [models.X] names.
-            provider = endpoint.model.split("/", 1)[0]
-            config["provider"] = {provider: {"options": {"apiKey": endpoint.key}}}
+        elif model_id:
+            # The model's own provider (its key from the variable [models.X] names, or its
+            # own login); the model declared, as above.
+            own: dict[str, Any] = {"models": {model_id: {}}}
+            if endpoint.key:
+                own["options"] = {"apiKey": endpoint.key}
+            config["provider"] = {provider: own}
         env = {
             "OPENCODE_CONFIG_CONTENT": json.dumps(config),
-            "OPENCODE_DISABLE_MODELS_FETCH": "1" if endpoint.scripted else "",
+            # Its bundled model list, not models.dev's of the day; and no package look-ups
+            # (it asks the registry for its plugin package on every run): a run needs no
+            # network but its model's, and keeps no download.
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "npm_config_registry": "http://127.0.0.1:9/",
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
             # opencode resolves its project from PWD, not from the real working directory.
             "PWD": str(ctx.workspace),
         }
-        if endpoint.scripted:
-            env["npm_config_registry"] = "http://127.0.0.1:9/"  # no package look-ups offline
         return [exe, "run", "--format", "json", "-m", model, ctx.prompt], {
             k: v for k, v in env.items() if v
         }

@@ -299,6 +299,7 @@ def _run_agent(
             model = model or ModelSpec()
             upstream = Upstream(own.base_url, own.key, own.header)
             secrets = own.secrets
+            launch = replace(launch, stand_in=True)
     if upstream is not None and model is not None:
         with _gateway(run, launch) as gateway:
             route = gateway.add(upstream, run.run_id)
@@ -437,6 +438,7 @@ class _Launch:
     session_budget: Callable[[float], str | None] | None
     network: NetworkPolicy = "model"  # [isolation.network] agent
     pricing: Pricing = Pricing(None)  # what the run's model costs
+    stand_in: bool = False  # the gateway stands in for the agent's own provider
 
 
 def _launch(
@@ -466,6 +468,7 @@ def _launch(
             models=launch.models,
             session_budget=launch.session_budget,
             confine=confine,
+            stand_in=launch.stand_in,
         )
         result = agent.run(ctx)
     os.replace(events_part, run.dir / "events.jsonl")

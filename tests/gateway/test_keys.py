@@ -62,8 +62,8 @@ def test_the_agent_never_holds_the_key_the_gateway_adds(tmp_path: Path) -> None:
 
 
 def test_a_clis_own_provider_is_reached_through_the_gateway_too(tmp_path: Path) -> None:
-    """A model without `api_base`: claude-code, codex and the litellm loop reach their own
-    provider (moved to loopback by the variables they themselves honour) through the gateway,
+    """A model without `api_base`: claude-code, codex, opencode (its Anthropic and OpenAI
+    providers) and the litellm loop reach their own provider (moved to loopback by the variables they themselves honour) through the gateway,
     holding a placeholder; the key the caller set never enters the run."""
     log = tmp_path / "provider.log"
     hunt = [
@@ -72,8 +72,12 @@ def test_a_clis_own_provider_is_reached_through_the_gateway_too(tmp_path: Path) 
     ]
     with ScriptedServer(hunt, log=log, api_key=KEY) as provider:
         # The litellm loop: a model litellm reaches at Anthropic's own endpoint.
+        # opencode: its own providers, by `provider/model` ids.
         project = cli_project(
-            tmp_path / "p", '\n[models.sonnet]\nlitellm = "anthropic/claude-sonnet-4-5"\n'
+            tmp_path / "p",
+            '\n[models.sonnet]\nlitellm = "anthropic/claude-sonnet-4-5"\n'
+            '\n[models.oc-a]\nid = "anthropic/claude-sonnet-4-5"\n'
+            '\n[models.oc-o]\nid = "openai/gpt-5"\n',
         )
         project.write(
             "scenarios/keys.yaml",
@@ -84,14 +88,20 @@ def test_a_clis_own_provider_is_reached_through_the_gateway_too(tmp_path: Path) 
                 }
             ),
         )
-        runs = {"claude-code": "claude-sonnet-4-5", "codex": "gpt-5", "litellm": "sonnet"}
+        runs = [
+            ("claude-code", "claude-sonnet-4-5"),
+            ("codex", "gpt-5"),
+            ("litellm", "sonnet"),
+            ("opencode", "oc-a"),
+            ("opencode", "oc-o"),
+        ]
         result = project.doit(
             "run",
             "-n",
-            "3",
-            "agent=claude-code,codex,litellm",
-            "model=claude-sonnet-4-5,gpt-5,sonnet",
-            *(f"keys/{agent}-{model}/r1" for agent, model in runs.items()),
+            "4",
+            "agent=claude-code,codex,litellm,opencode",
+            "model=claude-sonnet-4-5,gpt-5,sonnet,oc-a,oc-o",
+            *(f"keys/{agent}-{model}/r1" for agent, model in runs),
             env={
                 "LLMTT_ENABLED": "1",
                 "ANTHROPIC_API_KEY": KEY,
@@ -103,7 +113,7 @@ def test_a_clis_own_provider_is_reached_through_the_gateway_too(tmp_path: Path) 
     assert result.code == 0, result.out + result.err
     statuses = [json.loads(line)["status"] for line in log.read_text().splitlines()]
     assert statuses and set(statuses) == {200}  # every request carried the real key
-    for agent, model in runs.items():
+    for agent, model in runs:
         run = project.results() / "keys" / f"{agent}-{model}" / "r1"
         record = project.json(f"keys/{agent}-{model}/r1/result.json")
         assert record["outcome"] == "pass", (agent, record["outcome_reason"])

@@ -30,7 +30,7 @@ class CliAgent(Agent):
     """Base of the adapters for real agent CLIs installed from npm."""
 
     executable_name: str
-    package: str  # what to install, e.g. "@anthropic-ai/claude-code@2.1.197"
+    package: str  # what to install, e.g. "@anthropic-ai/claude-code@2.1.332"
     key_env: tuple[str, ...] = ()  # variables that authenticate it with a real provider
     own_turn_limit = False  # the CLI stops itself at ctx.max_turns (llmtt passes its flag)
     provider_hosts: tuple[str, ...] = ()  # where it calls its own provider's models

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from llmtt.agents.base import RunContext
+from llmtt.agents.base import OwnProvider, RunContext
 from llmtt.agents.cli_agent import CliAgent
 from llmtt.agents.install import pinned
 from llmtt.agents.pricing import Pricing, Tokens
@@ -174,6 +176,20 @@ class ClaudeCodeAgent(CliAgent):
     provider_key_env = ("ANTHROPIC_API_KEY",)
     key_header = "x-api-key"
     own_turn_limit = True  # --max-turns
+
+    def own_provider(self, model: str, env: Mapping[str, str]) -> OwnProvider | None:
+        """Anthropic, reached with an API key (`x-api-key`), else with a bearer token
+        (`ANTHROPIC_AUTH_TOKEN`, as a company's gateway hands out): the model gateway adds
+        either, and none of claude-code's credential variables reaches the agent. claude.ai's
+        own login (`CLAUDE_CODE_OAUTH_TOKEN`) alone is not stood in for: claude-code uses it."""
+        for names, header in (
+            (("ANTHROPIC_API_KEY",), "x-api-key"),
+            (("ANTHROPIC_AUTH_TOKEN",), "authorization"),
+        ):
+            own = OwnProvider.find(self.provider_base, self.provider_base_env, names, header, env)
+            if own is not None:
+                return replace(own, secrets=self.key_env)
+        return None
 
     def command(self, ctx: RunContext, exe: str) -> tuple[list[str], dict[str, str]]:
         """`claude -p PROMPT --output-format stream-json --verbose --include-partial-messages

@@ -172,6 +172,30 @@ def test_an_agent_is_given_its_models_key_and_no_other_providers(
     }
 
 
+def test_claude_codes_bearer_token_is_stood_in_for_as_its_api_key_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model gateway takes claude-code's place with Anthropic for an API key (x-api-key)
+    and, failing one, a bearer token (Authorization); either way every credential variable of
+    claude-code is kept from the agent. claude.ai's own login alone stays claude-code's."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    project = load_project(_project(tmp_path, "").root)
+    claude = make_agent(project.config, project.root, "claude-code")
+    assert claude.own_provider("claude-sonnet-4-5", {"CLAUDE_CODE_OAUTH_TOKEN": "o"}) is None
+    token = claude.own_provider("claude-sonnet-4-5", {"ANTHROPIC_AUTH_TOKEN": "t"})
+    assert token is not None and (token.key, token.header) == ("t", "authorization")
+    assert token.base_url == "http://127.0.0.1:9"
+    assert set(token.secrets) == {
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+    }
+    both = claude.own_provider("m", {"ANTHROPIC_AUTH_TOKEN": "t", "ANTHROPIC_API_KEY": "k"})
+    assert both is not None and (both.key, both.header) == ("k", "x-api-key")
+
+
 def _agent_keys(project: Project, agent: str) -> dict[str, str]:
     plan = build_plan(load_project(project.root), Selection(agents=(agent,), models=("house",)))
     return {run.run_id: json.dumps(run.agent_key, sort_keys=True) for run in plan.runs}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, ClassVar
@@ -38,6 +38,7 @@ class RunContext:
     models: Mapping[str, ModelSpec] = field(default_factory=dict)  # [models.*] of llmtt.toml
     # The session budget: given the run's cost so far, why it must stop now (None: go on).
     session_budget: Callable[[float], str | None] | None = None
+    skills: Sequence[PlacedSkill] = ()  # the variant's skills, where this run placed them
     # The model's `api_base` in `models` is the model gateway standing in for the provider the
     # agent reaches by itself (`Agent.own_provider`), not an endpoint the user configured.
     stand_in: bool = False
@@ -63,6 +64,15 @@ class AgentExit:
 
 
 VersionProbe = Callable[[str, str | None, Mapping[str, str]], str]
+
+
+@dataclass(frozen=True)
+class PlacedSkill:
+    """A skill laid into a run's workspace: its name, description and folder there."""
+
+    name: str
+    description: str
+    path: str  # workspace path of its folder
 
 
 @dataclass(frozen=True)
@@ -108,6 +118,10 @@ class Agent(ABC):
     key_header: str = "authorization"
     # It takes its endpoint from `[models]` (RunContext.models), so the gateway can stand in.
     through_gateway: bool = False
+    # Where it reads a project's guidance and discovers skills, as workspace paths (what each
+    # pinned CLI was seen to read: docs/metrics.md, "Guidance and skills").
+    guidance_file: str = "AGENTS.md"
+    skills_dir: str = ".agents/skills"
 
     def __init__(self, settings: AgentSettings, project_root: Path) -> None:
         self.settings = settings

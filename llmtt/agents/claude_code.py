@@ -176,6 +176,8 @@ class ClaudeCodeAgent(CliAgent):
     provider_key_env = ("ANTHROPIC_API_KEY",)
     key_header = "x-api-key"
     own_turn_limit = True  # --max-turns
+    guidance_file = "CLAUDE.md"  # it does not read AGENTS.md
+    skills_dir = ".claude/skills"
 
     def own_provider(self, model: str, env: Mapping[str, str]) -> OwnProvider | None:
         """Anthropic, reached with an API key (`x-api-key`), else with a bearer token

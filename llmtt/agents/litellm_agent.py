@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from typing import Any
 
-from llmtt.agents.base import Agent, AgentExit, OwnProvider, RunContext, VersionProbe
+from llmtt.agents.base import (
+    Agent,
+    AgentExit,
+    OwnProvider,
+    PlacedSkill,
+    RunContext,
+    VersionProbe,
+)
 from llmtt.agents.pricing import pricing_of
 from llmtt.process.shell import run_shell
 from llmtt.providers import (
@@ -69,11 +76,22 @@ Commands run without a terminal and read no input.
 When the task is done, answer with a short summary and no tool call."""
 
 
-def system_prompt(guidance: dict[str, str]) -> str:
-    """The system prompt: the loop's instructions and the guidance files, verbatim."""
+SKILLS = """Skills are folders of instructions for particular kinds of task. When the task
+matches a skill's description, read its SKILL.md (with `cat`) before you act, and follow it."""
+
+
+def system_prompt(guidance: dict[str, str], skills: Sequence[PlacedSkill] = ()) -> str:
+    """The system prompt: the loop's instructions, the guidance files verbatim, and the skills
+    by name, description and SKILL.md path, as the agent CLIs list theirs (the body is read
+    only when the model asks for it)."""
     parts = [SYSTEM]
     for name, text in guidance.items():
         parts.append(f'<file name="{name}">\n{text.rstrip()}\n</file>')
+    if skills:
+        listing = "\n".join(
+            f"- {s.name}: {s.description} (file: {s.path}/SKILL.md)" for s in skills
+        )
+        parts.append(f"{SKILLS}\n{listing}")
     return "\n\n".join(parts)
 
 
@@ -210,7 +228,7 @@ class LitellmAgent(Agent):
             model = replace(model, api_key=ctx.env[model.api_key_env or ""])
         ctx.events.emit("spawn", command="litellm", args=[model.litellm])
         messages: list[dict[str, Any]] = [
-            {"role": "system", "content": system_prompt(dict(ctx.guidance))},
+            {"role": "system", "content": system_prompt(dict(ctx.guidance), ctx.skills)},
             {"role": "user", "content": ctx.prompt},
         ]
         while loop.turns < ctx.max_turns:

@@ -161,6 +161,7 @@ class OpencodeAgent(CliAgent):
     name = "opencode"
     executable_name = "opencode"
     package = pinned("opencode")
+    skills_dir = ".opencode/skills"  # its own; it reads .claude/skills and .agents/skills too
 
     def provider_keys(self, model_id: str) -> tuple[str, ...]:
         """The key variable of the provider named in `provider/model`; none for a provider

@@ -19,13 +19,20 @@ from pathlib import Path
 from typing import Any
 
 from llmtt import __version__
-from llmtt.agents.base import Agent, AgentExit, RunContext
+from llmtt.agents.base import Agent, AgentExit, PlacedSkill, RunContext
 from llmtt.agents.pricing import Pricing, pricing_of
 from llmtt.agents.registry import make_agent
 from llmtt.errors import LlmttError
 from llmtt.events import EventWriter
 from llmtt.execution import isolation
 from llmtt.execution.budget import BUDGET_EXHAUSTED
+from llmtt.execution.placement import (
+    Placed,
+    control_paths,
+    laid_files,
+    placed_skills,
+    placement,
+)
 from llmtt.execution.transcript import capped
 from llmtt.execution.workspace import Workspace, WorkspaceError, prepare, run_setup
 from llmtt.gateway.proxy import DRAIN_SECS, PLACEHOLDER_KEY, Gateway, Upstream
@@ -81,10 +88,16 @@ def execute_run(
     }
     agent = make_agent(project.config, project.root, run.agent)
     given_up = attempts_given_up(run, project.config.run.provider_attempts)
+    placed: list[Placed] = []
     if refusal or given_up:
         outcome = _error(refusal or given_up or "")
     else:
-        outcome = _ended(run, _run_agent(project, run, agent, session_budget))
+        try:
+            placed = placement(project.config, project.root, run.variant, agent)
+        except LlmttError as exc:
+            outcome = _error(f"variant {run.variant}: {exc}")
+        else:
+            outcome = _ended(run, _run_agent(project, run, agent, placed, session_budget))
     record.update(
         {
             "finished_at": _now(),
@@ -103,6 +116,8 @@ def execute_run(
             "structured_events": agent.structured_events,
         }
     )
+    if placed:
+        record["placed"] = [p.record() for p in placed]
     drift = agent.drift(run.agent_version)
     if drift is not None:
         record["warnings"] = [drift]
@@ -188,7 +203,11 @@ def _attempted(run: Run, record: dict[str, Any], pricing: Pricing) -> None:
 
 
 def _run_agent(
-    project: Project, run: Run, agent: Agent, budget: Callable[[float], str | None] | None
+    project: Project,
+    run: Run,
+    agent: Agent,
+    placed: list[Placed],
+    budget: Callable[[float], str | None] | None,
 ) -> AgentExit:
     if run.target_version.startswith("error:"):
         return _error(f"target version probe {run.target_version.removeprefix('error: ')}")
@@ -222,9 +241,12 @@ def _run_agent(
     removes: list[str] = []
     if run.variant == CONTROL_VARIANT:
         removes = control_removes(project.config)
+        removes += control_paths(project.config, project.root, agent)
     elif run.variant:
         for dest, src in project.config.variants[run.variant].files.items():
             variant_files[dest] = project.root / src
+    guidance_files = [*variant_files, *(p.path for p in placed if p.kind == "guidance")]
+    variant_files.update(laid_files(placed, project.root))
     try:
         ws = prepare(run.dir, run.scenario.fixture_dir, variant_files, removes)
         view = _view(ws, mounts, base)
@@ -251,7 +273,7 @@ def _run_agent(
             if not health.ok:
                 return _failed("target health check", health)
     env.update(agent.settings.env)
-    guidance = _guidance(list(variant_files), ws.workspace)
+    guidance = _guidance(guidance_files, ws.workspace)
     pricing = pricing_of(run.model, project.config.models, free=agent.free)
     launch = _Launch(
         ws,
@@ -262,6 +284,7 @@ def _run_agent(
         budget,
         network.agent,
         pricing,
+        tuple(placed_skills(placed)),
     )
     if run.model == SCRIPTED and agent.needs_model:
         # The scripted model lives exactly as long as the run that needs it.
@@ -438,6 +461,7 @@ class _Launch:
     session_budget: Callable[[float], str | None] | None
     network: NetworkPolicy = "model"  # [isolation.network] agent
     pricing: Pricing = Pricing(None)  # what the run's model costs
+    skills: tuple[PlacedSkill, ...] = ()  # the variant's skills, where they were placed
     stand_in: bool = False  # the gateway stands in for the agent's own provider
 
 
@@ -469,6 +493,7 @@ def _launch(
             session_budget=launch.session_budget,
             confine=confine,
             stand_in=launch.stand_in,
+            skills=launch.skills,
         )
         result = agent.run(ctx)
     os.replace(events_part, run.dir / "events.jsonl")

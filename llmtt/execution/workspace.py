@@ -122,6 +122,8 @@ def _remove_guidance_file(workspace: Path, dest: str) -> None:
     target = folder / target.name
     if target.is_symlink() or target.is_file():
         target.unlink()
+    elif target.is_dir():  # a skill's folder
+        shutil.rmtree(target)
 
 
 def _place_variant_file(workspace: Path, dest: str, source: Path) -> None:

@@ -29,6 +29,7 @@ from llmtt.spec.loading import Loc, dotted, line_of
 from llmtt.spec.project import Project, folder_clash, folder_part, known_agents, unknown_variant
 from llmtt.spec.scenario import LoadedScenario, ScenarioMatrix
 from llmtt.spec.selection import Selection, listing, nearest
+from llmtt.spec.skills import skill_files
 from llmtt.util import signatures as inputs
 from llmtt.util.hashing import Key, hash_file, hash_tree, hash_value
 
@@ -540,9 +541,28 @@ def _variant_key(project: Project, variant: str | None) -> str:
     if variant is None:
         return "none"
     if variant == CONTROL_VARIANT:
-        return hash_value({"removes": control_removes(project.config)})
-    files = project.config.variants[variant].files
-    return hash_value({dest: hash_file(project.root / src) for dest, src in files.items()})
+        removes: dict[str, Any] = {"removes": control_removes(project.config)}
+        placed = {
+            name: {"guidance": spec.guidance is not None, "skills": spec.skills}
+            for name, spec in project.config.variants.items()
+            if spec.guidance is not None or spec.skills
+        }
+        if placed:  # what the control takes out for them (a key unchanged without any)
+            removes["placed"] = placed
+        return hash_value(removes)
+    spec = project.config.variants[variant]
+    files = {dest: hash_file(project.root / src) for dest, src in spec.files.items()}
+    if spec.guidance is None and not spec.skills:
+        return hash_value(files)  # the key of a variant of files only, as it always was
+    skills = {
+        source: {
+            path.relative_to(project.root / source).as_posix(): hash_file(path)
+            for path in skill_files(project.root / source)
+        }
+        for source in spec.skills
+    }
+    guidance = hash_file(project.root / spec.guidance) if spec.guidance else None
+    return hash_value({"files": files, "guidance": guidance, "skills": skills})
 
 
 def _template_key(project: Project, name: str) -> str:

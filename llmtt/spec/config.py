@@ -247,10 +247,25 @@ class MatrixSpec(Strict):
 
 
 class VariantSpec(Strict):
-    """A named set of guidance files laid into the workspace (`[variants.<name>]`)."""
+    """A named set of guidance laid into the workspace (`[variants.<name>]`): files at fixed
+    paths, and guidance and skills placed where each agent reads them."""
 
     files: dict[str, str] = Field(
         default_factory=dict, description="Workspace path -> file in the project to copy there."
+    )
+    guidance: str | None = Field(
+        None,
+        min_length=1,
+        description="A file in the project, written where each agent reads its guidance: "
+        "CLAUDE.md for claude-code; AGENTS.md for codex, opencode, command agents and the "
+        "litellm loop (whose system prompt holds it).",
+    )
+    skills: list[str] = Field(
+        default_factory=list,
+        description="Skill folders in the project (each holding a SKILL.md), installed where "
+        "each agent discovers skills: .claude/skills/ (claude-code), .agents/skills/ (codex, "
+        "command agents, the litellm loop, which lists them in its system prompt), "
+        ".opencode/skills/ (opencode).",
     )
 
 

@@ -19,6 +19,7 @@ from llmtt.spec.config import CONTROL_VARIANT, Config, MatrixSpec, TargetSpec, l
 from llmtt.spec.loading import Loc, dotted, line_of
 from llmtt.spec.rubric import Rubric, load_rubric
 from llmtt.spec.scenario import LoadedScenario, ScenarioMatrix, load_scenario
+from llmtt.spec.skills import read_skill, skill_files
 from llmtt.spec.validation import problems_from
 from llmtt.util import signatures as inputs
 
@@ -232,6 +233,67 @@ def _variant_problems(project: Project, lines: dict[Loc, int]) -> list[Problem]:
                 problems.append(
                     Problem(*where, f"source {path} {why} (paths are relative to the project)")
                 )
+        problems += _guidance_problems(project, name, lines)
+    return problems
+
+
+GUIDANCE_PLACES = frozenset({"AGENTS.md", "CLAUDE.md"})  # where agents read `guidance`
+
+
+def _guidance_problems(project: Project, name: str, lines: dict[Loc, int]) -> list[Problem]:
+    """A variant's `guidance` (a readable file of the project) and `skills` (folders of the
+    project, each a valid skill, no two of one name)."""
+    problems = []
+    toml = project.root / "llmtt.toml"
+    variant = project.config.variants[name]
+    if variant.guidance is not None:
+        loc: Loc = ("variants", name, "guidance")
+        where = (toml, line_of(lines, loc), dotted(loc))
+        path = project.root / variant.guidance
+        inputs.note_file(path)
+        why = (
+            _OUT.format(where=os.path.realpath(path))
+            if _leads_out(project.root, project.config, path)
+            else _not_a_file(path)
+        )
+        if why:
+            problems.append(Problem(*where, f"{variant.guidance!r} {why}"))
+        clash = sorted(set(variant.files) & GUIDANCE_PLACES)
+        if clash:
+            problems.append(
+                Problem(
+                    *where,
+                    f"files also writes {clash[0]}, where guidance goes for some agents: give "
+                    "the text once, as guidance",
+                )
+            )
+    seen: dict[str, str] = {}
+    for index, source in enumerate(variant.skills):
+        loc = ("variants", name, "skills", index)
+        where = (toml, line_of(lines, loc[:-1]), dotted(loc))
+        folder = project.root / source
+        inputs.note_file(folder)
+        if _leads_out(project.root, project.config, folder):
+            problems.append(Problem(*where, f"{source!r} " + _OUT.format(where=folder)))
+            continue
+        skill, found = read_skill(folder, dotted(loc))
+        problems += [
+            Problem(p.file or toml, p.line if p.file else where[1], p.field, p.message)
+            for p in found
+        ]
+        if skill is None:
+            continue
+        for path in skill_files(folder):
+            inputs.note_file(path)
+        if skill.name in seen:
+            problems.append(
+                Problem(
+                    *where,
+                    f"skill {skill.name!r} is also {seen[skill.name]!r}: an agent finds one "
+                    "skill of a name",
+                )
+            )
+        seen[skill.name] = source
     return problems
 
 

@@ -1,0 +1,90 @@
+"""Guidance and skills, placed where each agent reads them.
+
+A variant's `guidance` file goes where the run's agent loads guidance by itself (its
+`guidance_file`: CLAUDE.md for claude-code, AGENTS.md for the others), and each of its `skills`
+folders into the agent's skills folder (`skills_dir`), so one declaration is the same experiment
+under every agent. The no-guidance control takes out of the fixture's copy what any variant
+would place for that agent. What was placed where is kept in run.json (`placed`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llmtt.agents.base import Agent, PlacedSkill
+from llmtt.errors import LlmttError
+from llmtt.spec.config import Config
+from llmtt.spec.skills import read_skill, skill_files
+
+
+@dataclass(frozen=True)
+class Placed:
+    """One guidance file or skill, as laid into a run's workspace."""
+
+    kind: str  # "guidance" or "skill"
+    source: str  # as llmtt.toml names it, relative to the project
+    path: str  # the workspace path it was written to
+    name: str | None = None  # a skill's name
+    description: str | None = None  # a skill's description
+
+    def record(self) -> dict[str, Any]:
+        """Its entry in run.json."""
+        entry = {"kind": self.kind, "source": self.source, "path": self.path}
+        if self.name is not None:
+            entry["name"] = self.name
+        return entry
+
+
+def placement(config: Config, root: Path, variant: str | None, agent: Agent) -> list[Placed]:
+    """Where `agent` finds the guidance and skills of `variant` (none for no variant).
+
+    Raises LlmttError when a skill folder is no longer a valid skill (it was checked at load;
+    this is a change since)."""
+    spec = config.variants.get(variant or "")
+    if spec is None:
+        return []
+    placed = []
+    if spec.guidance is not None:
+        placed.append(Placed("guidance", spec.guidance, agent.guidance_file))
+    for source in spec.skills:
+        skill, problems = read_skill(root / source)
+        if skill is None:
+            raise LlmttError("; ".join(str(p) for p in problems))
+        path = f"{agent.skills_dir}/{skill.name}"
+        placed.append(Placed("skill", source, path, skill.name, skill.description))
+    return placed
+
+
+def laid_files(placed: list[Placed], root: Path) -> dict[str, Path]:
+    """Workspace path -> project file, for every file the placement writes."""
+    files = {}
+    for entry in placed:
+        source = root / entry.source
+        if entry.kind == "guidance":
+            files[entry.path] = source
+            continue
+        for path in skill_files(source):
+            files[f"{entry.path}/{path.relative_to(source).as_posix()}"] = path
+    return files
+
+
+def placed_skills(placed: list[Placed]) -> list[PlacedSkill]:
+    """The skills of a placement, as an agent lists them to its model."""
+    return [
+        PlacedSkill(p.name or "", p.description or "", p.path) for p in placed if p.kind == "skill"
+    ]
+
+
+def control_paths(config: Config, root: Path, agent: Agent) -> list[str]:
+    """What the no-guidance control takes out for `agent`: its guidance file when any variant
+    has guidance, and the folder in its skills folder of every skill any variant has."""
+    paths = set()
+    for spec in config.variants.values():
+        if spec.guidance is not None:
+            paths.add(agent.guidance_file)
+        for source in spec.skills:
+            skill, _ = read_skill(root / source)
+            paths.add(f"{agent.skills_dir}/{skill.name if skill else Path(source).name}")
+    return sorted(paths)

@@ -1,0 +1,173 @@
+"""Guidance and skills declared once, placed where each agent reads them; SKILL.md checked at
+load with located errors; the no-guidance control takes out what the variants place."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import GIT_TOML, Project
+
+from llmtt.agents.registry import make_agent
+from llmtt.errors import ConfigError
+from llmtt.execution.placement import control_paths, laid_files, placement
+from llmtt.spec.project import load_project
+
+SKILL = """\
+---
+name: tally
+description: Use when asked to count lines of files.
+---
+Count with `wc -l FILE`.
+"""
+
+VARIANT = """
+[variants.taught]
+guidance = "guides/tool.md"
+skills = ["skills/tally"]
+
+[matrix]
+variants = ["taught"]
+"""
+
+
+def _project(project: Project, toml: str = VARIANT, skill: str = SKILL) -> Project:
+    project.write("llmtt.toml", GIT_TOML + toml)
+    project.write("guides/tool.md", "Use git with care.\n")
+    project.write("skills/tally/SKILL.md", skill)
+    project.write("skills/tally/scripts/count.sh", 'wc -l "$1"\n')
+    project.write(
+        "scenarios/s.yaml",
+        """\
+        task: {prompt: Count the lines.}
+        solution:
+          - cat AGENTS.md > seen.txt
+          - cat .agents/skills/tally/SKILL.md >> seen.txt
+          - ls .agents/skills/tally/scripts >> seen.txt
+        evaluation:
+          gates:
+            - {type: file_contains, path: seen.txt, substring: "Use git with care."}
+            - {type: file_contains, path: seen.txt, substring: "Count with"}
+            - {type: file_contains, path: seen.txt, substring: "count.sh"}
+        """,
+    )
+    return project
+
+
+@pytest.mark.parametrize(
+    ("agent", "guidance", "skills"),
+    [
+        ("claude-code", "CLAUDE.md", ".claude/skills"),
+        ("codex", "AGENTS.md", ".agents/skills"),
+        ("opencode", "AGENTS.md", ".opencode/skills"),
+        ("litellm", "AGENTS.md", ".agents/skills"),
+        ("oracle", "AGENTS.md", ".agents/skills"),
+    ],
+)
+def test_each_agent_gets_the_guidance_and_skills_where_it_reads_them(
+    project: Project, agent: str, guidance: str, skills: str
+) -> None:
+    loaded = load_project(_project(project).root)
+    placed = placement(
+        loaded.config, loaded.root, "taught", make_agent(loaded.config, loaded.root, agent)
+    )
+    assert [(p.kind, p.path) for p in placed] == [
+        ("guidance", guidance),
+        ("skill", f"{skills}/tally"),
+    ]
+    files = laid_files(placed, loaded.root)
+    assert sorted(files) == sorted(
+        [guidance, f"{skills}/tally/SKILL.md", f"{skills}/tally/scripts/count.sh"]
+    )
+
+
+def test_a_run_finds_them_in_its_workspace_and_says_where_they_went(project: Project) -> None:
+    """A real run: the oracle reads what was placed; run.json names each placement; the
+    no-guidance control has neither, though the fixture had both."""
+    _project(project, VARIANT.replace("[matrix]", "[compare]\ncontrol = true\n\n[matrix]"))
+    project.write("scenarios/fixtures/f/AGENTS.md", "the fixture's own\n")
+    project.write("scenarios/fixtures/f/.agents/skills/tally/SKILL.md", SKILL)
+    scenario = (project.root / "scenarios/s.yaml").read_text()
+    project.write("scenarios/s.yaml", "fixture: fixtures/f\n" + scenario)
+    assert project.doit("run").code == 0
+    run = project.json("s/oracle-taught/r1/run.json")
+    assert run["placed"] == [
+        {"kind": "guidance", "source": "guides/tool.md", "path": "AGENTS.md"},
+        {
+            "kind": "skill",
+            "source": "skills/tally",
+            "path": ".agents/skills/tally",
+            "name": "tally",
+        },
+    ]
+    assert project.json("s/oracle-taught/r1/metrics.json")["outcome"] == "pass"
+    control = project.results() / "s/oracle-no-guidance/r1/workspace"
+    assert not (control / "AGENTS.md").exists()
+    assert not (control / ".agents/skills/tally").exists()
+    assert "placed" not in project.json("s/oracle-no-guidance/r1/run.json")
+    assert project.json("s/oracle-no-guidance/r1/metrics.json")["outcome"] == "fail"
+
+
+def test_editing_a_skills_script_re_runs_that_variant_only(project: Project) -> None:
+    _project(project, VARIANT.replace('["taught"]', '["taught", "none"]'))
+    first = project.doit("run")
+    assert {"s/oracle-taught/r1:agent", "s/oracle/r1:agent"} <= set(first.executed()), first.out
+    project.write("skills/tally/scripts/count.sh", 'wc -l < "$1"\n')
+    again = project.doit("run")
+    ran = [t for t in again.executed() if t.endswith(":agent")]
+    assert ran == ["s/oracle-taught/r1:agent"], again.out
+
+
+@pytest.mark.parametrize(
+    ("skill", "line", "field", "says"),
+    [
+        ("no front matter\n", 1, None, "must open with YAML front matter"),
+        ("---\nname: tally\n", 1, None, "never closed"),
+        ("---\ndescription: d\n---\n", None, "name", "missing"),
+        ("---\nname: Tally\ndescription: d\n---\n", 2, "name", "lowercase letters"),
+        ("---\nname: other\ndescription: d\n---\n", 2, "name", "must equal its folder's name"),
+        ("---\nname: tally\n---\n", None, "description", "missing"),
+        ("---\nname: tally\ndescription: " + "x" * 1025 + "\n---\n", 3, "description", "1024"),
+        ("---\nname: [tally\n---\n", 3, None, "invalid YAML front matter"),
+    ],
+)
+def test_a_bad_skill_md_is_a_located_load_error(
+    project: Project, skill: str, line: int | None, field: str | None, says: str
+) -> None:
+    _project(project, skill=skill)
+    with pytest.raises(ConfigError) as caught:
+        load_project(project.root)
+    (problem,) = [p for p in caught.value.problems if says in p.message]
+    assert problem.file == project.root.resolve() / "skills/tally/SKILL.md"
+    assert (problem.line, problem.field) == (line, field), problem
+    assert all(p.file == problem.file for p in caught.value.problems)
+
+
+def test_a_missing_skill_folder_or_guidance_file_names_the_field(project: Project) -> None:
+    _project(project, VARIANT.replace("skills/tally", "skills/nothing").replace("tool.md", "x.md"))
+    with pytest.raises(ConfigError) as caught:
+        load_project(project.root)
+    said = str(caught.value)
+    assert "variants.taught.guidance: 'guides/x.md' does not exist" in said
+    assert "variants.taught.skills[0]: skill folder" in said and "does not exist" in said
+    lines = [p.line for p in caught.value.problems]
+    assert all(isinstance(n, int) for n in lines), lines
+
+
+def test_guidance_and_a_file_of_the_same_place_are_refused(project: Project) -> None:
+    _project(
+        project,
+        VARIANT.replace(
+            'guidance = "guides/tool.md"',
+            'guidance = "guides/tool.md"\nfiles = { "AGENTS.md" = "guides/tool.md" }',
+        ),
+    )
+    with pytest.raises(ConfigError, match="files also writes AGENTS.md"):
+        load_project(project.root)
+
+
+def test_the_control_takes_out_each_agents_own_places(project: Project) -> None:
+    loaded = load_project(_project(project).root)
+    claude = make_agent(loaded.config, loaded.root, "claude-code")
+    assert control_paths(loaded.config, loaded.root, claude) == [
+        ".claude/skills/tally",
+        "CLAUDE.md",
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,6 +13,7 @@ from llmtt.agents.install import pinned
 from llmtt.agents.pricing import Pricing, Tokens
 from llmtt.agents.stream import MAX_TOKENS, StreamParser, figure, json_text, mapping, whole
 from llmtt.events import EventWriter
+from llmtt.process.shell import tool_path
 
 PROVIDER = "llmtt"
 CONTEXT_LIMIT = 200_000  # the scripted model's, in opencode's configuration
@@ -174,6 +176,17 @@ class OpencodeAgent(CliAgent):
         provider = model_id.split("/", 1)[0] if "/" in model_id else ""
         host = PROVIDER_HOSTS.get(provider)
         return [host] if host else None
+
+    def drift(self, version: str) -> str | None:
+        """Besides another version: no ripgrep on PATH, without which opencode's file search
+        and skill tool fail (it would download ripgrep from GitHub into the run's HOME)."""
+        said = [s for s in (super().drift(version),) if s]
+        if shutil.which("rg", path=tool_path()) is None:
+            said.append(
+                "opencode finds no ripgrep (rg) on PATH: its file search and skill tool fail "
+                "(install it: apt-get install ripgrep)"
+            )
+        return "; ".join(said) or None
 
     def own_provider(self, model: str, env: Mapping[str, str]) -> OwnProvider | None:
         """Anthropic or OpenAI named in `provider/model`, when llmtt holds its key: the model

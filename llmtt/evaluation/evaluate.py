@@ -16,6 +16,7 @@ from llmtt.evaluation.evaluators.runner import (
     run_evaluators,
 )
 from llmtt.evaluation.gates import GateContext, run_gates
+from llmtt.evaluation.guidance_use import use_fields
 from llmtt.evaluation.interaction import find_target_commands, interaction_metrics, paired_calls
 from llmtt.evaluation.outcome import composite_score, decide, result_record
 from llmtt.evaluation.scripts import (
@@ -31,6 +32,7 @@ from llmtt.evaluation.usage import usage_fields, wire_usage
 from llmtt.events import UNREAD, Event, Output, ToolCall, read_events
 from llmtt.execution import isolation
 from llmtt.execution.workspace import Workspace
+from llmtt.gateway.usage import read_wire
 from llmtt.plan.runs import Run
 from llmtt.providers import ResolvedModel, spending_refusal
 from llmtt.spec.checks import Call
@@ -78,6 +80,7 @@ def evaluate_run(
         pricing = pricing_of(run.model, project.config.models, free=free)
         usage, usage_warnings = usage_fields(metrics, wire_usage(run.dir, pricing), pricing)
         metrics.update(usage)
+        metrics.update(use_fields(info.get("placed") or [], read_wire(run.dir)))
         ws = Workspace(run.dir, run.dir / "workspace", run.dir / "home")
         env = script_env(run, ws)
         checks = _checks(project, run)

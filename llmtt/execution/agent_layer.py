@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from llmtt.execution.placement import (
     Placed,
     control_paths,
     laid_files,
+    needles,
     placed_skills,
     placement,
 )
@@ -285,6 +286,7 @@ def _run_agent(
         network.agent,
         pricing,
         tuple(placed_skills(placed)),
+        needles(placed, project.root),
     )
     if run.model == SCRIPTED and agent.needs_model:
         # The scripted model lives exactly as long as the run that needs it.
@@ -362,6 +364,7 @@ class _Wire:
         self.max_usd = run.scenario.spec.cost.max_usd
         self.budget = launch.session_budget
         self.price = launch.pricing.price
+        self.needles = launch.needles
 
     def write(self, record: dict[str, Any]) -> None:
         """One request's record."""
@@ -411,7 +414,8 @@ class _Routes:
 
     def add(self, upstream: Upstream, label: str) -> str:
         """The URL an agent is given for `upstream`, its requests held to the run's limits."""
-        return self.gateway.add(replace(upstream, admit=self.wire.admit), label)
+        held = replace(upstream, admit=self.wire.admit, needles=self.wire.needles)
+        return self.gateway.add(held, label)
 
 
 def _confined_launch(
@@ -462,6 +466,8 @@ class _Launch:
     network: NetworkPolicy = "model"  # [isolation.network] agent
     pricing: Pricing = Pricing(None)  # what the run's model costs
     skills: tuple[PlacedSkill, ...] = ()  # the variant's skills, where they were placed
+    # What shows the guidance and skills in a request to the model (placement.needles).
+    needles: Mapping[str, tuple[bytes, ...]] = field(default_factory=dict)
     stand_in: bool = False  # the gateway stands in for the agent's own provider
 
 

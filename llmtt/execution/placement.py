@@ -9,6 +9,7 @@ would place for that agent. What was placed where is kept in run.json (`placed`)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,42 @@ def placed_skills(placed: list[Placed]) -> list[PlacedSkill]:
     return [
         PlacedSkill(p.name or "", p.description or "", p.path) for p in placed if p.kind == "skill"
     ]
+
+
+NEEDLE_MIN = 16  # characters of a line that can stand for its text in a request body
+NEEDLES = 3  # lines searched for per text: one the agent re-wrapped may still leave others
+
+
+def needles(placed: list[Placed], root: Path) -> dict[str, tuple[bytes, ...]]:
+    """What shows each placement in a request to the model: `guidance` (its text), and for
+    each skill `listed:NAME` (its description: the agent offered it) and `loaded:NAME` (its
+    SKILL.md body: the model has its instructions).
+
+    A request body is JSON, its text escaped: what is searched for are runs of the text that
+    escaping leaves as they are (printable ASCII without quotes or backslashes) of at least
+    NEEDLE_MIN characters, the first NEEDLES of them (an agent that cuts a long description
+    short keeps its start). A text with none cannot be seen, and gets no label."""
+    found: dict[str, tuple[bytes, ...]] = {}
+    for entry in placed:
+        if entry.kind == "guidance":
+            text = (root / entry.source).read_text(encoding="utf-8", errors="replace")
+            found["guidance"] = _plain_lines(text)
+            continue
+        skill, _ = read_skill(root / entry.source)
+        if skill is None:
+            continue
+        found[f"listed:{skill.name}"] = _plain_lines(skill.description)
+        found[f"loaded:{skill.name}"] = _plain_lines(skill.body)
+    return {label: lines for label, lines in found.items() if lines}
+
+
+def _plain_lines(text: str) -> tuple[bytes, ...]:
+    runs = (run.strip() for run in _ESCAPED.split(text))
+    plain = [run for run in runs if len(run) >= NEEDLE_MIN]
+    return tuple(run.encode() for run in dict.fromkeys(plain))[:NEEDLES]
+
+
+_ESCAPED = re.compile(r'[^ -~]|["\\]')  # what a JSON encoder may write otherwise
 
 
 def control_paths(config: Config, root: Path, agent: Agent) -> list[str]:

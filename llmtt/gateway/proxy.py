@@ -13,7 +13,7 @@ Each request becomes one record (`on_record`): its route, wire, the tools it off
 `max_tokens`, status, usage, whether the provider's own figures arrived (`complete`), and a
 `fault` when the provider or the connection failed: `rate_limited` (with `retry_after`),
 `server_error`, `timeout`, `connection`, `cut` (the answer ended before its usage did), with
-the provider's `message`.
+the provider's `message`; `seen`, the route's needles its body held (Upstream.needles).
 
 A Retry-After keeps the route's next requests back until it has passed (at most
 MAX_HOLD_SECS), whatever the agent's own retry policy. A route may have limits
@@ -29,7 +29,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -77,6 +77,10 @@ class Upstream:
     header: str = "authorization"
     # Asked before each request goes upstream: why it must not (a limit reached), or None.
     admit: Callable[[], str | None] | None = field(default=None, compare=False)
+    # Label -> byte strings: a request whose body holds one of a label's strings lists the
+    # label in its record's `seen` (what a run's guidance and skills put into the model's
+    # context, whichever agent sent it).
+    needles: Mapping[str, tuple[bytes, ...]] = field(default_factory=dict, compare=False)
 
     @property
     def path(self) -> str:
@@ -236,6 +240,9 @@ class _Handler(BaseHTTPRequestHandler):
             "body_bytes": len(body),
             **asked,
         }
+        seen = sorted(k for k, found in upstream.needles.items() if any(n in body for n in found))
+        if seen:
+            record["seen"] = seen
         request = _Request(record)
         self.under_way = request
         self.owner.begin(request)

@@ -107,14 +107,14 @@ def fold(records: Iterable[dict[str, Any]], price: Price) -> WireRun:
         run.sent += 1
         fault = record.get("fault")
         provider = fault in PROVIDER_FAULTS and not (fault == "cut" and record.get("client_gone"))
-        loop = _of_loop(record)
+        loop = of_loop(record)
         if provider:
             run.faults.append(describe_fault(number, record))
         if loop and not record.get("unfinished"):
             # A request still under way when the run ended neither makes nor clears a fault.
             run.last_fault = describe_fault(number, record) if provider else None
             if fault == "cut" and provider and run.went_on_from_cut is None:
-                later = [r for r in records[number:] if _of_loop(r)]
+                later = [r for r in records[number:] if of_loop(r)]
                 asked_again = any(r.get("body_sha") == record.get("body_sha") for r in later)
                 if later and not asked_again:
                     run.went_on_from_cut = describe_fault(number, record)
@@ -125,7 +125,7 @@ def fold(records: Iterable[dict[str, Any]], price: Price) -> WireRun:
     return run
 
 
-def _of_loop(record: dict[str, Any]) -> bool:
+def of_loop(record: dict[str, Any]) -> bool:
     """A request of the agent loop: a model request (a wire format) that offers tools; not a
     side request, nor a token count that carries the same tools."""
     return record.get("wire") is not None and bool(_count(record.get("tools")))

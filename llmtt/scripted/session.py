@@ -67,7 +67,7 @@ def answer(
         arguments=(),
         usage=default_usage(turn, calls=False),
         first_call=first_call,
-        previous_calls=len(before.run) if before else 0,
+        previous_calls=before.calls if before else 0,
     )
     shell = next(((n, s) for n, s in tools if n in SHELL_TOOLS), None)
     if shell is None:
@@ -77,26 +77,48 @@ def answer(
     if scripted is None:
         return final
     name, schema = shell
+    commands = tuple(scripted.run)
+    arguments = tuple(shell_arguments(name, schema, c) for c in scripted.run)
+    if scripted.skill is not None:
+        name, commands, arguments = _skill_call(scripted.skill, tools, shell)
     return replace(
         final,
         text=scripted.say,
-        commands=tuple(scripted.run),
+        commands=commands,
         tool=name,
-        arguments=tuple(shell_arguments(name, schema, c) for c in scripted.run),
-        usage=scripted.usage or default_usage(turn, calls=bool(scripted.run)),
+        arguments=arguments,
+        usage=scripted.usage or default_usage(turn, calls=bool(scripted.calls)),
         error=scripted.error,
         hang=scripted.hang,
     )
 
 
+SKILL_TOOLS = {"Skill": "skill", "skill": "name"}  # an agent's skill tool -> its argument
+# Where the agents keep a run's skills (llmtt.agents: each agent's `skills_dir`).
+SKILL_DIRS = (".claude/skills", ".agents/skills", ".opencode/skills", ".codex/skills")
+
+
+def _skill_call(
+    skill: str, tools: list[tuple[str, dict[str, Any]]], shell: tuple[str, dict[str, Any]]
+) -> tuple[str, tuple[str, ...], tuple[dict[str, Any], ...]]:
+    """The call that loads `skill`: the agent's skill tool, else a shell read of SKILL.md."""
+    tool = next((n for n, _ in tools if n in SKILL_TOOLS), None)
+    if tool is not None:
+        return tool, (f"skill {skill}",), ({SKILL_TOOLS[tool]: skill},)
+    folders = " ".join(f"{d}/{skill}" for d in SKILL_DIRS)
+    command = f'cat "$(ls -d {folders} 2>/dev/null | head -n 1)/SKILL.md"'
+    name, schema = shell
+    return name, (command,), (shell_arguments(name, schema, command),)
+
+
 def _position(session: ScriptedSession, results: int) -> tuple[int, int]:
     """(turn, number of calls before it) once `results` tool results are in."""
     turn = calls = 0
-    while turn < len(session.turns) and session.turns[turn].run and calls < results:
-        calls += len(session.turns[turn].run)
+    while turn < len(session.turns) and session.turns[turn].calls and calls < results:
+        calls += session.turns[turn].calls
         turn += 1
     if session.endless and calls < results:
-        width = len(session.turns[-1].run)
+        width = session.turns[-1].calls
         again = -(-(results - calls) // width)  # ceiling: a partial turn counts as played
         turn, calls = turn + again, calls + again * width
     return turn, calls
@@ -104,9 +126,9 @@ def _position(session: ScriptedSession, results: int) -> tuple[int, int]:
 
 def _calls_before(session: ScriptedSession, turn: int) -> int:
     """The calls of the turns before position `turn`: the results that lead to it."""
-    calls = sum(len(t.run) for t in session.turns[:turn])
+    calls = sum(t.calls for t in session.turns[:turn])
     if session.endless and turn > len(session.turns):
-        calls += (turn - len(session.turns)) * len(session.turns[-1].run)
+        calls += (turn - len(session.turns)) * session.turns[-1].calls
     return calls
 
 

@@ -75,12 +75,26 @@ class Turn(Strict):
     )
     error: HttpError | None = Field(None, description="Answer with an HTTP error instead.")
     hang: Hang | None = Field(None, description="Delay the answer, or stall its stream.")
+    skill: str | None = Field(
+        None,
+        min_length=1,
+        description="Load this skill instead of running commands: with the agent's skill tool "
+        "when it offers one (claude-code's Skill, opencode's skill), else by reading its "
+        "SKILL.md with the shell (codex, the litellm loop).",
+    )
 
     @model_validator(mode="after")
     def _says_or_runs(self) -> Turn:
-        if self.say is None and not self.run:
-            raise ValueError("a turn needs `say` (text), `run` (commands) or both")
+        if self.say is None and not self.calls:
+            raise ValueError("a turn needs `say` (text), `run` (commands), `skill` or some of them")
+        if self.skill is not None and self.run:
+            raise ValueError("a `skill` turn loads the skill and runs nothing else")
         return self
+
+    @property
+    def calls(self) -> int:
+        """The tool calls it makes: its commands, or the one that loads its skill."""
+        return 1 if self.skill is not None else len(self.run)
 
 
 class ScriptedSession(Strict):
@@ -104,7 +118,7 @@ class ScriptedSession(Strict):
     @classmethod
     def _reachable(cls, turns: list[Turn]) -> list[Turn]:
         for index, turn in enumerate(turns[:-1]):
-            if not turn.run:
+            if not turn.calls:
                 raise ValueError(
                     f"turn {index + 1} calls no command, so it ends the agent's loop and the "
                     "turns after it are never played: give it `run:` or make it the last turn"
@@ -113,7 +127,7 @@ class ScriptedSession(Strict):
 
     @model_validator(mode="after")
     def _repeatable(self) -> ScriptedSession:
-        if self.endless and (not self.turns or not self.turns[-1].run):
+        if self.endless and (not self.turns or not self.turns[-1].calls):
             raise ValueError("an endless session repeats its last turn, which must `run:` commands")
         return self
 

@@ -3,8 +3,10 @@ load with located errors; the no-guidance control takes out what the variants pl
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from conftest import GIT_TOML, Project
+from conftest import CLI_AGENTS, GIT_TOML, Project, cli_project
 
 from llmtt.agents.registry import make_agent
 from llmtt.errors import ConfigError
@@ -171,3 +173,45 @@ def test_the_control_takes_out_each_agents_own_places(project: Project) -> None:
         ".claude/skills/tally",
         "CLAUDE.md",
     ]
+
+
+def test_each_real_agent_shows_the_model_its_guidance_and_the_skill_it_loads(
+    tmp_path: Path,
+) -> None:
+    """The three CLIs and the litellm loop on the scripted model: each is sent the guidance
+    and the skill's description (exposed); the session that loads the skill, with the agent's
+    skill tool or a read of SKILL.md, puts its body in the next request (invoked, turn 1);
+    the session that never loads it leaves it exposed only."""
+    project = cli_project(tmp_path / "p")
+    tables = (project.root / "llmtt.toml").read_text().removeprefix(GIT_TOML)
+    _project(project, VARIANT + tables)
+    session = """\
+        task: {prompt: Count the lines.}
+        scripted:
+          turns:
+            - skill: tally
+            - run: [echo 3 > out.txt]
+        evaluation:
+          gates:
+            - {type: file_exists, path: out.txt}
+        """
+    project.write("scenarios/loads.yaml", session)
+    project.write("scenarios/ignores.yaml", session.replace("- skill: tally\n", ""))
+    (project.root / "scenarios/s.yaml").unlink()
+    runs = [f"loads/{a}-scripted-taught/r1" for a in CLI_AGENTS]
+    runs.append("ignores/litellm-scripted-taught/r1")
+    result = project.doit(
+        "run", "-n", "4", f"agent={','.join(CLI_AGENTS)}", "model=scripted", *runs
+    )
+    assert result.code == 0, result.out + result.err
+    for run in runs:
+        metrics = project.json(f"{run}/metrics.json")
+        seen = {k: metrics.get(k) for k in ("guidance_read", "skills_exposed", "skills_invoked")}
+        loads = run.startswith("loads/")
+        assert metrics["outcome"] == "pass", (run, metrics)
+        assert seen == {
+            "guidance_read": True,
+            "skills_exposed": ["tally"],
+            "skills_invoked": ["tally"] if loads else [],
+        }, run
+        assert metrics["first_read_turn"] == (1 if loads else None), run

@@ -1061,7 +1061,7 @@ def test_markers_count_from_the_highest_and_past_the_turns_of_an_endless_session
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"turns": [{}]}, "a turn needs `say` (text), `run` (commands) or both"),
+        ({"turns": [{}]}, "a turn needs `say` (text), `run` (commands), `skill` or some of them"),
         (
             {"turns": [{"say": "hm"}, {"run": ["ls"]}]},
             "turn 1 calls no command, so it ends the agent's loop",

@@ -1,0 +1,53 @@
+"""Evidence that an agent used the guidance and skills its run placed (run.json `placed`).
+
+What the model was sent is the evidence, not what an agent says it did: the gateway marks each
+request whose body holds a placement's text (`seen`, from execution.placement.needles), so the
+same rule holds under every agent. A skill is *exposed* when its description reached the model
+(the agent listed it), *invoked* when its SKILL.md body did (the agent loaded it by its skill
+tool, or the model read the file), and the guidance is *read* when its text did (claude-code,
+codex and opencode load theirs into every request; the litellm loop's is its system prompt).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmtt.gateway.usage import of_loop
+
+
+def use_fields(
+    placed: list[dict[str, Any]], records: list[dict[str, Any]] | None
+) -> dict[str, Any]:
+    """metrics.json's fields for a run's placements (none for a run that placed nothing):
+    `guidance_read`, `skills_exposed`, `skills_invoked`, `first_read_turn`. Without a wire
+    record (an agent that reached its model by itself) nothing can be told: null."""
+    if not placed:
+        return {}
+    skills = sorted(str(p.get("name")) for p in placed if p.get("kind") == "skill")
+    guidance = any(p.get("kind") == "guidance" for p in placed)
+    if records is None:
+        fields: dict[str, Any] = {"first_read_turn": None}
+        if guidance:
+            fields["guidance_read"] = None
+        if skills:
+            fields |= {"skills_exposed": None, "skills_invoked": None}
+        return fields
+    seen: set[str] = set()
+    first_read: int | None = None
+    turn = 0
+    for record in records:
+        labels = set(record.get("seen") or ())
+        seen |= labels
+        if not of_loop(record):
+            continue
+        turn += 1
+        if first_read is None and any(label.startswith("loaded:") for label in labels):
+            # The body rides in the request after the answer that asked for it.
+            first_read = max(1, turn - 1)
+    fields = {"first_read_turn": first_read}
+    if guidance:
+        fields["guidance_read"] = "guidance" in seen
+    if skills:
+        fields["skills_exposed"] = [s for s in skills if f"listed:{s}" in seen]
+        fields["skills_invoked"] = [s for s in skills if f"loaded:{s}" in seen]
+    return fields

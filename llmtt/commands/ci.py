@@ -47,6 +47,7 @@ def check(root: Path, subset: bool) -> int:
     if baseline.exists():
         covered, note = _coverage(report, read_json(baseline), baseline.name, subset)
         ok, text = ok and covered, text + note
+    text += _splits(report)
     unconfined = (report.get("summary") or {}).get("unconfined")
     if unconfined:
         text += (
@@ -60,6 +61,23 @@ def check(root: Path, subset: bool) -> int:
         with open(summary_file, "a", encoding="utf-8") as handle:
             handle.write(text)
     return 0 if ok else 1
+
+
+def _splits(report: dict[str, Any]) -> str:
+    """The tune and holdout scenarios' results apart (nothing when none is held out): guidance
+    tuned on the first is judged on the second."""
+    splits = report.get("splits")
+    if not isinstance(splits, dict):
+        return ""
+    lines = ["### Tune and holdout scenarios", ""]
+    for split in ("tune", "holdout"):
+        s = splits.get(split) or {}
+        rate = s.get("pass_rate")
+        lines.append(
+            f"- {split}: {s.get('runs', 0)} runs, {s.get('passed', 0)} passed, "
+            f"{s.get('failed', 0)} failed; pass rate {'n/a' if rate is None else rate}"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _coverage(

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmtt.errors import LlmttError
+from llmtt.lint.helptext import listed_subcommands
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
-_SUBCOMMAND = re.compile(r"^\s{1,8}([a-z][a-z0-9-]{1,30})\*?(?:,\s*[a-z][\w-]*)*(?:\s{2,}|\s*$)")
-_SECTION = re.compile(r"^\s*(?:available\s+)?(?:sub)?commands?\s*:?\s*$", re.IGNORECASE)
 GITIGNORE = ("llm-tool-test-results/", ".llmtt/", "node_modules/", ".venv/")
 
 
@@ -84,21 +83,10 @@ def _help_text(executable: str) -> str:
 
 def pick_subcommand(help_text: str) -> str | None:
     """The first subcommand a `--help` lists under a "Commands:" heading (click, cobra and
-    clap style), skipping `help`, `completion` and `version`; None when it lists none."""
-    in_section = False
-    for line in help_text.splitlines():
-        if _SECTION.match(line):
-            in_section = True
-            continue
-        if not in_section:
-            continue
-        if line.strip() and not line[:1].isspace():
-            in_section = False  # the next heading
-            continue
-        match = _SUBCOMMAND.match(line)
-        if match and match.group(1) not in ("help", "completion", "version"):
-            return match.group(1)
-    return None
+    clap style), skipping `help`, `completion` and `version`; None when it lists none. (The
+    layouts are `llmtt lint`'s, which reads every subcommand.)"""
+    listed = listed_subcommands(help_text)
+    return listed[0] if listed else None
 
 
 def _toml(target: str, name: str) -> str:

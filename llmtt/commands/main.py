@@ -119,6 +119,17 @@ def _parser() -> argparse.ArgumentParser:
         metavar="A,B",
         help="pass rates of the baseline and a treatment, for comparisons with no finished pair",
     )
+    lint = command(
+        "lint",
+        "the free static tier, before any paid run: the target's help and each subcommand's "
+        "(examples, machine-readable output, prompts, pagers, wrong invocations), the guidance "
+        "files (size, commands the tool lacks, their shell examples run in a fixture) and the "
+        "scenarios (gate expectations leaked into the prompt); no model, no network",
+        "llmtt lint --fail-on warning; llmtt lint --json --subcommand commit",
+    )
+    from llmtt.commands.lint import add_arguments as lint_arguments
+
+    lint_arguments(lint)
     project(command("bless", "record the current report as the baseline to commit", "llmtt bless"))
     check = command(
         "check",
@@ -271,6 +282,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return ci.bless(root) if command == "bless" else ci.check(root, args.subset)
     if command == "show":
         return browse.show(args.project, args.name)
+    if command == "lint":
+        from llmtt.commands.lint import lint
+
+        return lint(args)
     if command == "compare":
         return _compare(args.project, args.a, args.b, as_json=args.json)
     if command == "estimate":

@@ -33,6 +33,9 @@ from llmtt.spec.skills import skill_files
 from llmtt.util import signatures as inputs
 from llmtt.util.hashing import Key, hash_file, hash_tree, hash_value
 
+# What `llmtt lint` writes in the results folder; the aggregate report reads it.
+LINT_FILE = "lint.json"
+
 
 @dataclass(frozen=True)
 class JudgePlan:
@@ -168,12 +171,23 @@ def build_plan(project: Project, selection: Selection, *, part: bool = False) ->
     expected = sorted(r.run_id for r in runs if r.scenario.spec.expect == "fail")
     if expected:
         aggregate_key["expect_fail"] = hash_value(expected)
+    # The reports give the holdout scenarios' results apart: moving one re-writes them (and
+    # re-runs nothing else). Absent while no scenario is held out: keys stay as they were.
+    holdout = sorted(r.run_id for r in runs if r.scenario.spec.split == "holdout")
+    if holdout:
+        aggregate_key["holdout"] = hash_value(holdout)
     # The reports compare against the committed baseline: `llmtt bless` re-writes them (and
     # nothing else). Absent while there is no baseline: keys stay as they were.
     baseline = project.root / project.config.paths.baseline
     inputs.note_file(baseline)
     if baseline.is_file():
         aggregate_key["baseline"] = hash_file(baseline)
+    # `llmtt lint`'s findings stand beside the agents' per-subcommand friction in the reports:
+    # a new lint re-writes them. Absent while lint has not run: keys stay as they were.
+    lint = project.results_dir / LINT_FILE
+    inputs.note_file(lint)
+    if lint.is_file():
+        aggregate_key["lint"] = hash_file(lint)
     return Plan(project, runs, selection, aggregate_key)
 
 

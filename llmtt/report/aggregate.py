@@ -27,6 +27,7 @@ from llmtt.report.render import (
     num,
     render,
 )
+from llmtt.report.subcommands import by_subcommand, read_lint
 from llmtt.results.baseline import compared, regressions
 from llmtt.results.comparison import compare_runs, designs
 from llmtt.results.store import sync_results_db
@@ -55,7 +56,7 @@ def report_data(
     """The one data model every report renders: counts, the comparison with the baseline
     (`llmtt.results.comparison`; None without variants to compare), groups, repeats, model
     comparisons, runs."""
-    return {
+    data = {
         "format": REPORT_FORMAT,
         "generated_at": generated_at,
         "selection": selection,
@@ -68,6 +69,13 @@ def report_data(
         "comparisons": comparisons(rows),
         "runs": rows,
     }
+    if any(r.get("split") == "holdout" for r in rows):
+        # Guidance tuned on some scenarios is judged on the others: each part on its own.
+        data["splits"] = {
+            split: _summary([r for r in rows if r.get("split", "tune") == split])
+            for split in ("tune", "holdout")
+        }
+    return data
 
 
 def aggregate(plan: Plan, adaptive: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -97,6 +105,13 @@ def aggregate(plan: Plan, adaptive: dict[str, Any] | None = None) -> dict[str, A
     data: dict[str, Any] = report_data(
         rows, plan.selection.describe(), now, _comparison(plan, rows, adaptive)
     )
+    used = by_subcommand(
+        rows,
+        {r.run_id: Path(r.target.binary or "").name for r in plan.runs},
+        read_lint(project.results_dir),
+    )
+    if used:
+        data["subcommands"] = used
     baseline = project.root / project.config.paths.baseline
     blessed = read_json(baseline) if baseline.exists() else None
     if blessed is not None:
@@ -382,6 +397,7 @@ def _expectation(run: Run, row: dict[str, Any]) -> dict[str, Any]:
     """The row with the scenario's current `expect` and the outcome worded against it; the
     outcome itself stays what happened (result.json and results.jsonl never hold these)."""
     row["expect"] = run.scenario.spec.expect
+    row["split"] = run.scenario.spec.split
     row["verdict"] = verdict(row)
     return row
 

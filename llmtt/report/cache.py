@@ -7,10 +7,10 @@ of them changed. A run's row and panel change only when its result.json is writt
 task writes it last, after its evaluation and judge) or its scenario's `expect` is edited, so
 the aggregate keeps them, redacted, with the panel's HTML, in
 `<results>/.llmtt-cache/report-runs.db`, each under the mtime, size and inode of the result.json
-it was made from and the `expect` it was read against; and all of them only while llmtt's code,
-the panel's template and the secrets llmtt knows are the same (a new secret, or a new way to
-find one, makes them again). A damaged, locked or read-only cache is left aside: the aggregate
-then makes every row and panel, as without it.
+it was made from and the `expect` (and `split`) it was read against; and all of them only while
+llmtt's code, the panel's template and the secrets llmtt knows are the same (a new secret, or a
+new way to find one, makes them again). A damaged, locked or read-only cache is left aside: the
+aggregate then makes every row and panel, as without it.
 """
 
 from __future__ import annotations
@@ -194,7 +194,9 @@ def _stamp(run: Run) -> str | None:
         stat = os.stat(run.dir / "result.json")
     except OSError:
         return None
-    return f"{stat.st_mtime_ns}:{stat.st_size}:{stat.st_ino}:{run.scenario.spec.expect}"
+    stamp = f"{stat.st_mtime_ns}:{stat.st_size}:{stat.st_ino}:{run.scenario.spec.expect}"
+    # A row holds its scenario's split too; the default adds nothing, so stamps stay as were.
+    return stamp + (":holdout" if run.scenario.spec.split == "holdout" else "")
 
 
 def _open(path: Path, redact: Redactor, template: str) -> _Cache | None:

@@ -98,6 +98,12 @@ class Scenario(Strict):
         "Fail `llmtt check` accepts (reported as failed as expected) and whose Pass it flags. "
         "The recorded outcome stays what happened; changing this re-runs no agent.",
     )
+    split: Literal["tune", "holdout"] = Field(
+        "tune",
+        description="`holdout` keeps the scenario out of the set guidance is tuned on: `llmtt "
+        "check` and the reports give its results apart, so guidance written against the `tune` "
+        "scenarios is judged on others. Changing it re-runs no agent.",
+    )
     target: TargetSpec | str | None = Field(
         None, description="Overrides of [target], or the name of a [targets.NAME] table."
     )

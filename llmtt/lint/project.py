@@ -126,12 +126,18 @@ def _variants_of(project: Project, scenario: LoadedScenario) -> list[str]:
 
 
 def _guidance_files(project: Project, scenarios: list[LoadedScenario]) -> list[_Guidance]:
-    """The variants' files and the fixtures' own AGENTS.md, CLAUDE.md and README.md, each with
-    the scenarios that give it (a variant no scenario runs with: all of them)."""
+    """The variants' files and guidance, their skills' SKILL.md, and the fixtures' own
+    AGENTS.md, CLAUDE.md and README.md, each with the scenarios that give it (a variant no
+    scenario runs with: all of them)."""
     out: dict[Path, _Guidance] = {}
     for name, variant in project.config.variants.items():
         users = [s for s in scenarios if name in _variants_of(project, s)] or list(scenarios)
-        for dest, src in variant.files.items():
+        laid = dict(variant.files)
+        if variant.guidance is not None:
+            laid["AGENTS.md"] = variant.guidance  # where most agents read it
+        for folder in variant.skills:
+            laid[f".agents/skills/{Path(folder).name}/SKILL.md"] = f"{folder}/SKILL.md"
+        for dest, src in laid.items():
             source = project.root / src
             if source.suffix.lower() not in (".md", ".markdown", ".txt", ""):
                 continue  # guidance is text; a variant may lay other files

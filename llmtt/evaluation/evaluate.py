@@ -80,7 +80,8 @@ def evaluate_run(
         pricing = pricing_of(run.model, project.config.models, free=free)
         usage, usage_warnings = usage_fields(metrics, wire_usage(run.dir, pricing), pricing)
         metrics.update(usage)
-        metrics.update(use_fields(info.get("placed") or [], read_wire(run.dir)))
+        triggers = run.scenario.spec.skill_triggers
+        metrics.update(use_fields(info.get("placed") or [], read_wire(run.dir), triggers))
         ws = Workspace(run.dir, run.dir / "workspace", run.dir / "home")
         env = script_env(run, ws)
         checks = _checks(project, run)

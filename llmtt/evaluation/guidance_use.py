@@ -13,14 +13,20 @@ from __future__ import annotations
 from typing import Any
 
 from llmtt.gateway.usage import of_loop
+from llmtt.spec.scenario import SkillTriggers
 
 
 def use_fields(
-    placed: list[dict[str, Any]], records: list[dict[str, Any]] | None
+    placed: list[dict[str, Any]],
+    records: list[dict[str, Any]] | None,
+    triggers: SkillTriggers | None = None,
 ) -> dict[str, Any]:
     """metrics.json's fields for a run's placements (none for a run that placed nothing):
-    `guidance_read`, `skills_exposed`, `skills_invoked`, `first_read_turn`. Without a wire
-    record (an agent that reached its model by itself) nothing can be told: null."""
+    `guidance_read`, `skills_exposed`, `skills_invoked`, `first_read_turn`, and with the
+    scenario's `triggers`, `skill_triggers` (each placed skill it names: `tp`, loaded as it
+    should; `fn`, not loaded though it should; `fp`, loaded though it should not; `tn`).
+    Without a wire record (an agent that reached its model by itself) nothing can be told:
+    null, and no trigger is counted."""
     if not placed:
         return {}
     skills = sorted(str(p.get("name")) for p in placed if p.get("kind") == "skill")
@@ -50,4 +56,14 @@ def use_fields(
     if skills:
         fields["skills_exposed"] = [s for s in skills if f"listed:{s}" in seen]
         fields["skills_invoked"] = [s for s in skills if f"loaded:{s}" in seen]
+        if triggers is not None:
+            verdicts = {}
+            for skill in skills:
+                loaded = f"loaded:{skill}" in seen
+                if skill in triggers.should_trigger:
+                    verdicts[skill] = "tp" if loaded else "fn"
+                elif skill in triggers.should_not_trigger:
+                    verdicts[skill] = "fp" if loaded else "tn"
+            if verdicts:
+                fields["skill_triggers"] = verdicts
     return fields

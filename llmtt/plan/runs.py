@@ -388,6 +388,11 @@ def _scenario_keys(
             "composite": hash_value(composite.model_dump() if composite else None),
             "gate_timeout": str(config.run.gate_timeout_secs),
             "llmtt": __version__,
+            **(
+                {"skill_triggers": hash_value(spec.skill_triggers.model_dump())}
+                if spec.skill_triggers
+                else {}
+            ),
         },
         timeout_secs=timeout,
         max_turns=max_turns,

@@ -28,6 +28,7 @@ from llmtt.report.render import (
     render,
 )
 from llmtt.report.subcommands import by_subcommand, read_lint
+from llmtt.report.triggers import trigger_rates
 from llmtt.results.baseline import compared, regressions
 from llmtt.results.comparison import compare_runs, designs
 from llmtt.results.store import sync_results_db
@@ -112,6 +113,9 @@ def aggregate(plan: Plan, adaptive: dict[str, Any] | None = None) -> dict[str, A
     )
     if used:
         data["subcommands"] = used
+    triggers = trigger_rates(rows)
+    if triggers:
+        data["skill_triggers"] = triggers
     baseline = project.root / project.config.paths.baseline
     blessed = read_json(baseline) if baseline.exists() else None
     if blessed is not None:

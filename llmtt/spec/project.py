@@ -137,6 +137,7 @@ def load_project(root: Path, only: Path | None = None) -> Project:
     problems.extend(_variant_problems(project, config_lines))
     problems.extend(_compare_problems(project, config_lines))
     problems.extend(_cross_check(project))
+    problems.extend(_trigger_problems(project))
     rubric_dir = root / config.paths.rubrics
     inputs.note_file(rubric_dir)
     unused = sorted(rubric_dir.glob("*.y*ml")) if rubric_dir.is_dir() and only is None else []
@@ -471,6 +472,32 @@ def _matrix_problems(project: Project, config_lines: dict[Loc, int]) -> list[Pro
             loc = ("agents", name)
             line = line_of(config_lines, loc, key=True)
             problems.append(Problem(toml, line, dotted(loc), registry.unknown("agent", name)))
+    return problems
+
+
+def _trigger_problems(project: Project) -> list[Problem]:
+    """A scenario's skill_triggers naming a skill no variant places (a skill's name is its
+    folder's, which load checks)."""
+    known = {Path(s).name for v in project.config.variants.values() for s in v.skills}
+    problems = []
+    for scenario in project.scenarios:
+        triggers = scenario.spec.skill_triggers
+        if triggers is None:
+            continue
+        for kind in ("should_trigger", "should_not_trigger"):
+            for index, name in enumerate(getattr(triggers, kind)):
+                if name in known:
+                    continue
+                loc: Loc = ("skill_triggers", kind, index)
+                problems.append(
+                    Problem(
+                        scenario.path,
+                        line_of(scenario.lines, loc),
+                        dotted(loc),
+                        f"no variant places a skill named {name!r}"
+                        + (f" (skills: {', '.join(sorted(known))})" if known else ""),
+                    )
+                )
     return problems
 
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from llmtt.errors import ConfigError
 from llmtt.spec.config import Command, Strict, TargetSpec
@@ -81,6 +81,25 @@ class ScenarioCompare(Strict):
     min_effect: float | None = Field(None, gt=0, lt=1, description="Replaces [compare] min_effect.")
 
 
+class SkillTriggers(Strict):
+    """Whether the task should make an agent load a skill (its description matches the task)
+    or not: each run that placed the skill counts as a hit or a miss (docs/metrics.md)."""
+
+    should_trigger: list[str] = Field(
+        default_factory=list, description="Skills an agent should load for this task."
+    )
+    should_not_trigger: list[str] = Field(
+        default_factory=list, description="Skills an agent should leave alone for this task."
+    )
+
+    @model_validator(mode="after")
+    def _apart(self) -> SkillTriggers:
+        both = sorted(set(self.should_trigger) & set(self.should_not_trigger))
+        if both:
+            raise ValueError(f"{both[0]!r} is both in should_trigger and should_not_trigger")
+        return self
+
+
 class Scenario(Strict):
     """One scenario file."""
 
@@ -106,6 +125,12 @@ class Scenario(Strict):
     )
     target: TargetSpec | str | None = Field(
         None, description="Overrides of [target], or the name of a [targets.NAME] table."
+    )
+    skill_triggers: SkillTriggers | None = Field(
+        None,
+        description="Skills the task should and should not make an agent load: the reports "
+        "give trigger precision, recall and F1 per agent and model. Changing it re-runs no "
+        "agent.",
     )
     task: TaskSpec = Field(description="What the agent is asked to do.")
     fixture: str | None = Field(

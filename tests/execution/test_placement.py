@@ -184,7 +184,9 @@ def test_each_real_agent_shows_the_model_its_guidance_and_the_skill_it_loads(
     the session that never loads it leaves it exposed only."""
     project = cli_project(tmp_path / "p")
     tables = (project.root / "llmtt.toml").read_text().removeprefix(GIT_TOML)
-    _project(project, VARIANT + tables)
+    agents = ", ".join(f'"{a}"' for a in CLI_AGENTS)
+    matrix = f'[matrix]\nagents = [{agents}]\nmodels = ["scripted"]'
+    _project(project, VARIANT.replace("[matrix]", matrix) + tables)
     session = """\
         task: {prompt: Count the lines.}
         scripted:
@@ -195,19 +197,26 @@ def test_each_real_agent_shows_the_model_its_guidance_and_the_skill_it_loads(
           gates:
             - {type: file_exists, path: out.txt}
         """
-    project.write("scenarios/loads.yaml", session)
-    project.write("scenarios/ignores.yaml", session.replace("- skill: tally\n", ""))
+    should = "        skill_triggers: {should_trigger: [tally]}\n"
+    litellm = "        matrix: {agents: [litellm]}\n"
+    project.write("scenarios/loads.yaml", should + session)
+    project.write(
+        "scenarios/ignores.yaml", litellm + should + session.replace("- skill: tally\n", "")
+    )
+    project.write(
+        "scenarios/wrongly.yaml", litellm + should.replace("should_", "should_not_") + session
+    )
     (project.root / "scenarios/s.yaml").unlink()
     runs = [f"loads/{a}-scripted-taught/r1" for a in CLI_AGENTS]
-    runs.append("ignores/litellm-scripted-taught/r1")
-    result = project.doit(
-        "run", "-n", "4", f"agent={','.join(CLI_AGENTS)}", "model=scripted", *runs
-    )
+    runs += ["ignores/litellm-scripted-taught/r1", "wrongly/litellm-scripted-taught/r1"]
+    result = project.doit("run", "-n", "4")
     assert result.code == 0, result.out + result.err
+    verdicts = {"loads": "tp", "ignores": "fn", "wrongly": "fp"}
     for run in runs:
         metrics = project.json(f"{run}/metrics.json")
         seen = {k: metrics.get(k) for k in ("guidance_read", "skills_exposed", "skills_invoked")}
-        loads = run.startswith("loads/")
+        loads = not run.startswith("ignores/")
+        assert metrics["skill_triggers"] == {"tally": verdicts[run.split("/")[0]]}, run
         assert metrics["outcome"] == "pass", (run, metrics)
         assert seen == {
             "guidance_read": True,
@@ -215,3 +224,20 @@ def test_each_real_agent_shows_the_model_its_guidance_and_the_skill_it_loads(
             "skills_invoked": ["tally"] if loads else [],
         }, run
         assert metrics["first_read_turn"] == (1 if loads else None), run
+    rates = {(t["agent"], t["skill"]): t for t in project.json("report.json")["skill_triggers"]}
+    litellm = rates[("litellm", "tally")]
+    assert (litellm["tp"], litellm["fn"], litellm["fp"], litellm["tn"]) == (1, 1, 1, 0)
+    assert (litellm["precision"], litellm["recall"], litellm["f1"]) == (0.5, 0.5, 0.5)
+    assert rates[("claude-code", "tally")]["recall"] == 1.0
+    assert "## Skill triggers" in (project.results() / "report.md").read_text()
+
+
+def test_a_trigger_naming_no_skill_is_a_located_error(project: Project) -> None:
+    _project(project)
+    scenario = (project.root / "scenarios/s.yaml").read_text()
+    project.write("scenarios/s.yaml", "skill_triggers:\n  should_trigger: [talley]\n" + scenario)
+    with pytest.raises(ConfigError) as caught:
+        load_project(project.root)
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.field) == (2, "skill_triggers.should_trigger[0]")
+    assert "no variant places a skill named 'talley' (skills: tally)" in problem.message

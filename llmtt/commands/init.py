@@ -1,8 +1,9 @@
 """`llmtt init [--target BINARY]`: a first project in a folder, ready for `doit run`.
 
 It writes llmtt.toml (the target, its `command_pattern` and `version_command`), dodo.py, the
-.gitignore lines, a first scenario with a fixture and a reference solution the oracle plays, and
-a rubric for the judge. The target's `--help` picks the subcommand the first scenario asks
+.gitignore lines, a first scenario with a fixture and a reference solution the oracle plays, a
+rubric for the judge, and llmtt's own skill (SKILL_PLACES), which teaches the user's coding
+agent to write and run llmtt scenarios. The target's `--help` picks the subcommand the first scenario asks
 about, so the oracle's solution runs a real command of the user's tool. Nothing that exists is
 overwritten without `force`.
 """
@@ -31,6 +32,16 @@ class Scaffold:
     subcommand: str | None
 
 
+# Where the user's own coding agent finds llmtt's skill: claude-code's folder, and the one codex
+# and opencode share.
+SKILL_PLACES = (".claude/skills", ".agents/skills")
+
+
+def own_skill() -> str:
+    """llmtt's skill (llmtt/skills/llmtt/SKILL.md, shipped with the package)."""
+    return (Path(__file__).parents[1] / "skills" / "llmtt" / "SKILL.md").read_text(encoding="utf-8")
+
+
 def init_project(root: Path, target: str, *, force: bool = False) -> Scaffold:
     """Write the first project into `root` for the CLI `target` (a name on PATH or a path)."""
     name = Path(target).name
@@ -48,6 +59,7 @@ def init_project(root: Path, target: str, *, force: bool = False) -> Scaffold:
         "scenarios/first.yaml": _scenario(target, subcommand),
         "scenarios/fixtures/first/README.md": _readme(name),
         "rubrics/tool-use.yaml": RUBRIC,
+        **{f"{place}/llmtt/SKILL.md": own_skill() for place in SKILL_PLACES},
     }
     existing = [rel for rel in files if (root / rel).exists()]
     if existing and not force:

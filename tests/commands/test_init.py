@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import pytest
 from conftest import BIN, DOIT
 
 from llmtt import __version__
-from llmtt.commands.init import pick_subcommand
+from llmtt.commands.init import SKILL_PLACES, own_skill, pick_subcommand
+from llmtt.spec.skills import read_skill
 
 CLICK = """\
 Usage: tool [OPTIONS] COMMAND [ARGS]...
@@ -90,3 +92,33 @@ def test_a_target_that_is_not_installed_is_one_clear_line(tmp_path: Path) -> Non
         "its path"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_init_installs_llmtts_skill_whose_examples_validate(tmp_path: Path) -> None:
+    """llmtt's own skill goes where the user's coding agent finds it, is a valid skill, and
+    what it shows (llmtt.toml, a scenario, variants) is accepted by `llmtt validate`."""
+    made = _llmtt("init", "--target", "git", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    copies = [tmp_path / place / "llmtt" for place in SKILL_PLACES]
+    skill, problems = read_skill(copies[0])
+    assert skill is not None and skill.name == "llmtt", problems
+    assert {(c / "SKILL.md").read_text() for c in copies} == {own_skill()}
+    blocks = re.findall(r"```(yaml|toml)\n(.*?)```", own_skill(), re.DOTALL)
+    (scenario,) = [text for kind, text in blocks if kind == "yaml"]
+    tomls = [text for kind, text in blocks if kind == "toml"]
+    assert len(tomls) == 2
+    project = tmp_path / "shown"
+    project.mkdir()
+    (project / "llmtt.toml").write_text(tomls[0] + tomls[1])
+    for folder in ("scenarios/fixtures/repo", "guides", "skills/mytool"):
+        (project / folder).mkdir(parents=True)
+    for name in ("v1", "v2"):
+        (project / f"guides/AGENTS.{name}.md").write_text("Use mytool.\n")
+    (project / "skills/mytool/SKILL.md").write_text(
+        "---\nname: mytool\ndescription: Use mytool for its tasks.\n---\nRun mytool.\n"
+    )
+    (project / "scenarios/branch.yaml").write_text(
+        "skill_triggers: {should_trigger: [mytool]}\n" + scenario
+    )
+    checked = _llmtt("validate", cwd=project)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -4,8 +4,8 @@ It writes llmtt.toml (the target, its `command_pattern` and `version_command`), 
 .gitignore lines, a first scenario with a fixture and a reference solution the oracle plays, a
 rubric for the judge, and llmtt's own skill (SKILL_PLACES), which teaches the user's coding
 agent to write and run llmtt scenarios. The target's `--help` picks the subcommand the first
-scenario asks about, so the oracle's solution runs a real command of the user's tool. Nothing that exists is
-overwritten without `force`.
+scenario asks about, so the oracle's solution runs a real command of the user's tool. Nothing
+that exists is overwritten without `force`.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from llmtt.evaluation.scripts import (
     script_env,
     script_warnings,
 )
-from llmtt.evaluation.shell.target_commands import TargetCommand, matcher_for
+from llmtt.evaluation.shell.target_commands import TargetCommand, matcher_for, target_commands
 from llmtt.evaluation.transcript import DEFAULT_MARKER, transcript_events
 from llmtt.evaluation.usage import usage_fields, wire_usage
 from llmtt.events import UNREAD, Event, Output, ToolCall, read_events
@@ -81,7 +81,13 @@ def evaluate_run(
         usage, usage_warnings = usage_fields(metrics, wire_usage(run.dir, pricing), pricing)
         metrics.update(usage)
         triggers = run.scenario.spec.skill_triggers
-        metrics.update(use_fields(info.get("placed") or [], read_wire(run.dir), triggers))
+        calls = [
+            (e.tool, e.command, bool(matcher and target_commands(e.command, None, matcher)))
+            for e in events
+            if isinstance(e, ToolCall)
+        ]
+        placed = info.get("placed") or []
+        metrics.update(use_fields(placed, read_wire(run.dir), triggers, calls))
         ws = Workspace(run.dir, run.dir / "workspace", run.dir / "home")
         env = script_env(run, ws)
         checks = _checks(project, run)

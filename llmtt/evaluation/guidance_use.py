@@ -10,6 +10,7 @@ codex and opencode load theirs into every request; the litellm loop's is its sys
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from llmtt.gateway.usage import of_loop
@@ -20,13 +21,18 @@ def use_fields(
     placed: list[dict[str, Any]],
     records: list[dict[str, Any]] | None,
     triggers: SkillTriggers | None = None,
+    calls: Sequence[tuple[str, str, bool]] = (),
 ) -> dict[str, Any]:
     """metrics.json's fields for a run's placements (none for a run that placed nothing):
     `guidance_read`, `skills_exposed`, `skills_invoked`, `first_read_turn`, and with the
     scenario's `triggers`, `skill_triggers` (each placed skill it names: `tp`, loaded as it
     should; `fn`, not loaded though it should; `fp`, loaded though it should not; `tn`).
     Without a wire record (an agent that reached its model by itself) nothing can be told:
-    null, and no trigger is counted."""
+    null, and no trigger is counted.
+
+    `calls`: the run's tool calls in order, as (tool, command, whether it ran the target).
+    `skill_before_target` says whether a placed skill was loaded by a call before the first
+    that ran the target tool (null: no skill loaded, or the target never ran)."""
     if not placed:
         return {}
     skills = sorted(str(p.get("name")) for p in placed if p.get("kind") == "skill")
@@ -51,11 +57,15 @@ def use_fields(
             # The body rides in the request after the answer that asked for it.
             first_read = max(1, turn - 1)
     fields = {"first_read_turn": first_read}
+    if skills:
+        fields["skill_before_target"] = _before_target(skills, calls)
     if guidance:
         fields["guidance_read"] = "guidance" in seen
     if skills:
         fields["skills_exposed"] = [s for s in skills if f"listed:{s}" in seen]
         fields["skills_invoked"] = [s for s in skills if f"loaded:{s}" in seen]
+        if not fields["skills_invoked"]:
+            fields["skill_before_target"] = None
         if triggers is not None:
             verdicts = {}
             for skill in skills:
@@ -67,3 +77,24 @@ def use_fields(
             if verdicts:
                 fields["skill_triggers"] = verdicts
     return fields
+
+
+def _before_target(skills: list[str], calls: Sequence[tuple[str, str, bool]]) -> bool | None:
+    """Whether a call loading one of `skills` (the agent's skill tool naming it, or a read of
+    its SKILL.md) comes before the first call that runs the target; None without a target
+    call or a loading one."""
+    loaded = target = None
+    for index, (tool, command, runs_target) in enumerate(calls):
+        if loaded is None and any(_loads(tool, command, s) for s in skills):
+            loaded = index
+        if target is None and runs_target:
+            target = index
+    if loaded is None or target is None:
+        return None
+    return loaded < target
+
+
+def _loads(tool: str, command: str, skill: str) -> bool:
+    if tool.lower() == "skill":
+        return f'"{skill}"' in command
+    return f"{skill}/SKILL.md" in command

@@ -105,8 +105,8 @@ def _skill_call(
     tool = next((n for n, _ in tools if n in SKILL_TOOLS), None)
     if tool is not None:
         return tool, (f"skill {skill}",), ({SKILL_TOOLS[tool]: skill},)
-    folders = " ".join(f"{d}/{skill}" for d in SKILL_DIRS)
-    command = f'cat "$(ls -d {folders} 2>/dev/null | head -n 1)/SKILL.md"'
+    files = " ".join(f"{d}/{skill}/SKILL.md" for d in SKILL_DIRS)
+    command = f"cat $(ls {files} 2>/dev/null | head -n 1)"
     name, schema = shell
     return name, (command,), (shell_arguments(name, schema, command),)
 

@@ -192,7 +192,7 @@ def test_each_real_agent_shows_the_model_its_guidance_and_the_skill_it_loads(
         scripted:
           turns:
             - skill: tally
-            - run: [echo 3 > out.txt]
+            - run: [git init -q . && echo 3 > out.txt]
         evaluation:
           gates:
             - {type: file_exists, path: out.txt}
@@ -224,6 +224,7 @@ def test_each_real_agent_shows_the_model_its_guidance_and_the_skill_it_loads(
             "skills_invoked": ["tally"] if loads else [],
         }, run
         assert metrics["first_read_turn"] == (1 if loads else None), run
+        assert metrics["skill_before_target"] == (True if loads else None), run
     rates = {(t["agent"], t["skill"]): t for t in project.json("report.json")["skill_triggers"]}
     litellm = rates[("litellm", "tally")]
     assert (litellm["tp"], litellm["fn"], litellm["fp"], litellm["tn"]) == (1, 1, 1, 0)

@@ -28,6 +28,7 @@ from llmtt.providers import (
     ResolvedModel,
     complete,
     first_message,
+    import_litellm,
     litellm_missing,
     missing_key,
     resolve_model,
@@ -195,6 +196,10 @@ class LitellmAgent(Agent):
     def run(self, ctx: RunContext) -> AgentExit:
         """Run the loop, then close the event log with how it ended."""
         assert ctx.model is not None
+        # litellm loads before the clock starts (3 s, and far more on a busy machine, once in
+        # each worker process): a library of llmtt's is no part of the agent's time, and the
+        # first run of a worker must not get less of its time limit than the others.
+        import_litellm("the litellm agent")
         started = time.monotonic()
         loop = _Loop(started, started + ctx.timeout_secs)
         stop = self._loop(ctx, loop)

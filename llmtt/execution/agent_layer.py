@@ -226,7 +226,9 @@ def _run_agent(
         for dest, src in project.config.variants[run.variant].files.items():
             variant_files[dest] = project.root / src
     try:
-        ws = prepare(run.dir, run.scenario.fixture_dir, variant_files, removes)
+        ws = prepare(
+            run.dir, run.scenario.fixture_dir, variant_files, removes, run.scenario.spec.path
+        )
         view = _view(ws, mounts, base)
     except WorkspaceError as exc:
         return _error(str(exc))

@@ -114,9 +114,13 @@ def _show_run(folder: Path, run_id: str) -> int:
     print(f"  reason: {printable(record['outcome_reason'])}")
     gates_file = folder / "gates.json"
     gates = read_json(gates_file)["gates"] if gates_file.is_file() else []
-    print(f"  gates: {record.get('gates_passed')}/{record.get('gates_total')} passed")
+    untold = record.get("gates_unknown") or 0
+    print(
+        f"  gates: {record.get('gates_passed')}/{record.get('gates_total')} passed"
+        + (f", {untold} cannot tell" if untold else "")
+    )
     for gate in gates:
-        mark = "pass" if gate["passed"] else "FAIL"
+        mark = {True: "pass", False: "FAIL", None: "cannot tell"}[gate["passed"]]
         print(f"    {gate['index']}. {mark} {gate['type']}: {printable(gate.get('message', ''))}")
     metrics = record.get("metrics") or {}
     shown = ("turns", "total_commands", "error_count", "help_invocations")

@@ -88,7 +88,9 @@ def evaluate_run(
         ]
         placed = info.get("placed") or []
         metrics.update(use_fields(placed, read_wire(run.dir), triggers, calls))
-        ws = Workspace(run.dir, run.dir / "workspace", run.dir / "home")
+        ws = Workspace(
+            run.dir, run.dir / "workspace", run.dir / "home", tuple(run.scenario.spec.path)
+        )
         env = script_env(run, ws)
         checks = _checks(project, run)
         # What the post scripts leave (a copy of the workspace) is what the evaluation reads.
@@ -343,11 +345,13 @@ def _outcome_fields(
     fields: dict[str, Any] = {
         "outcome": verdict[0],
         "outcome_reason": verdict[1],
-        "gates_passed": sum(1 for g in gates if g["passed"]),
-        "gates_total": len(gates),
+        # A gate that cannot tell (passed null) counts in none of these: not a pass, not a fail.
+        "gates_passed": sum(1 for g in gates if g["passed"] is True),
+        "gates_total": sum(1 for g in gates if g["passed"] is not None),
+        "gates_unknown": sum(1 for g in gates if g["passed"] is None),
         # bashkit-eval's task score: the weight of the gates passed, of all gates' weight.
-        "gates_score": sum(g.get("weight", 1.0) for g in gates if g["passed"]),
-        "gates_max": sum(g.get("weight", 1.0) for g in gates),
+        "gates_score": sum(g.get("weight", 1.0) for g in gates if g["passed"] is True),
+        "gates_max": sum(g.get("weight", 1.0) for g in gates if g["passed"] is not None),
     }
     if verdict[0] != "error":
         fields["composite_score"] = composite_score(

@@ -80,6 +80,7 @@ def run_gates(gates: Sequence[Gate], ctx: GateContext) -> list[dict[str, Any]]:
 
 
 def _run_one(index: int, gate: Gate, ctx: GateContext) -> dict[str, Any]:
+    passed: bool | None
     record: dict[str, Any] = {"index": index, "type": gate.type, "description": gate.description}
     record.update(gate.model_dump(exclude={"type", "description", "timeout_secs"}))
     timeout = gate.timeout_secs or ctx.timeout_secs
@@ -102,7 +103,7 @@ def _run_one(index: int, gate: Gate, ctx: GateContext) -> dict[str, Any]:
         )
     else:
         passed, message = _judge_static(gate, ctx, timeout)
-    record["passed"] = passed
+    record["passed"] = passed  # None: cannot tell (llmtt.evaluation.outcome)
     record["message"] = message
     return record
 
@@ -215,7 +216,9 @@ def _literal(text: str) -> Any:
         return text.strip("'\"") if len(text) >= 2 and text[0] == text[-1] == "'" else text
 
 
-def _judge_static(gate: Gate, ctx: GateContext, timeout: float) -> tuple[bool, str]:
+def _judge_static(gate: Gate, ctx: GateContext, timeout: float) -> tuple[bool | None, str]:
+    """Whether a gate that runs no command passed; None: the run cannot tell (a `check` whose
+    answer the agent's record does not hold), which counts neither as a pass nor as a fail."""
     if isinstance(gate, CheckGate):
         return run_check(
             parse_check(gate.check),

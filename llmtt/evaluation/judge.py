@@ -41,6 +41,10 @@ class JudgeAnswer(BaseModel):
     highlights: list[str]
 
 
+def _mark(passed: bool | None) -> str:
+    return "cannot tell" if passed is None else "pass" if passed else "FAIL"
+
+
 def build_prompt(
     task: str,
     rubric: Rubric,
@@ -55,8 +59,7 @@ def build_prompt(
     )
     gate_lines = (
         "\n".join(
-            f"- gate {g['index']} {g['type']}: {'pass' if g['passed'] else 'FAIL'} — {g['message']}"
-            for g in gates
+            f"- gate {g['index']} {g['type']}: {_mark(g['passed'])} — {g['message']}" for g in gates
         )
         or "(no gates)"
     )

@@ -18,32 +18,43 @@ def decide(
     *,
     timed_out_after: float | None = None,
 ) -> tuple[str, str]:
-    """`("pass" | "fail", reason)`: pass iff every gate passed and the judge (if any) passed.
+    """`("pass" | "fail", reason)`: pass iff no gate failed and the judge (if any) passed.
+
+    A gate that cannot tell (`passed` null: a `check` whose answer the agent's record does not
+    hold) is neither a pass nor a fail: it decides nothing, and the reason names it.
 
     An agent stopped at its time limit (`timed_out_after` seconds) fails whatever the gates and
     the judge found: it did not finish the task. The timeout is the one interaction fact that
     decides an outcome, a deliberate departure from the seed's rule (see the README).
     """
-    failed = [g for g in gates if not g["passed"]]
+    failed = [g for g in gates if g["passed"] is False]
     reasons = [f"gate {g['index']} ({g['type']}): {g['message']}" for g in failed]
     if judge is not None and not judge.get("passed"):
         reasons.append(judge.get("reason") or "judge did not pass")
+    untold = [
+        f"gate {g['index']} ({g['type']}) cannot tell: {g['message']}"
+        for g in gates
+        if g["passed"] is None
+    ]
     if timed_out_after is not None:
         stopped = f"agent timed out after {timed_out_after:g} s"
-        return "fail", "; ".join([stopped, *(reasons or [_passed(gates, judge)])])
+        return "fail", "; ".join([stopped, *(reasons or [_passed(gates, judge)]), *untold])
     if reasons:
-        return "fail", "; ".join(reasons)
-    return "pass", _passed(gates, judge)
+        return "fail", "; ".join([*reasons, *untold])
+    return "pass", "; ".join([_passed(gates, judge), *untold])
 
 
 def _passed(gates: Sequence[dict[str, Any]], judge: dict[str, Any] | None) -> str:
     if not gates and judge is None:
         return "no gates defined (nothing was checked)"
-    parts = (
-        [("the gate passed" if len(gates) == 1 else f"all {len(gates)} gates passed")]
-        if gates
-        else []
-    )
+    told = [g for g in gates if g["passed"] is not None]
+    parts: list[str] = []
+    if told and len(told) == len(gates):
+        parts.append("the gate passed" if len(gates) == 1 else f"all {len(gates)} gates passed")
+    elif told:
+        parts.append(f"the {len(told)} gate(s) that could tell passed")
+    elif gates:
+        parts.append("no gate could tell")
     if judge is not None:
         parts.append(f"judge passed ({judge.get('weighted_score')})")
     return " and ".join(parts)
@@ -57,15 +68,17 @@ def composite_score(
 ) -> float | None:
     """The weighted composite, only when the scenario defines one.
 
-    Components: share of gates passed, the judge's weighted score, and the first-try success
-    rate as the interaction component. A component that is absent (no gates, judge disabled,
-    no target commands) is left out and the remaining weights are scaled back to 1.
+    Components: share of gates passed (of those that could tell), the judge's weighted score,
+    and the first-try success rate as the interaction component. A component that is absent
+    (no gates that could tell, judge disabled, no target commands) is left out and the
+    remaining weights are scaled back to 1.
     """
     if spec is None:
         return None
     parts: list[tuple[float, float]] = []
-    if gates:
-        parts.append((spec.gate_weight, sum(g["passed"] for g in gates) / len(gates)))
+    told = [g for g in gates if g["passed"] is not None]
+    if told:
+        parts.append((spec.gate_weight, sum(bool(g["passed"]) for g in told) / len(told)))
     if judge_score is not None:
         parts.append((spec.judge_weight, judge_score))
     if first_try_success_rate is not None:
@@ -115,6 +128,7 @@ def result_record(
             "outcome_reason",
             "gates_passed",
             "gates_total",
+            "gates_unknown",
             "gates_score",
             "gates_max",
             "evaluators",
@@ -134,6 +148,8 @@ def result_record(
         "outcome_reason": metrics["outcome_reason"],
         "gates_passed": metrics["gates_passed"],
         "gates_total": metrics["gates_total"],
+        # gates that could not tell, counted in neither of the two above
+        "gates_unknown": metrics.get("gates_unknown", 0),
         "gates_score": metrics.get("gates_score"),
         "gates_max": metrics.get("gates_max"),
         "gates": [{k: g[k] for k in ("index", "type", "passed")} for g in gates or []],

@@ -249,7 +249,9 @@ def _run_agent(
     guidance_files = [*variant_files, *(p.path for p in placed if p.kind == "guidance")]
     variant_files.update(laid_files(placed, project.root))
     try:
-        ws = prepare(run.dir, run.scenario.fixture_dir, variant_files, removes)
+        ws = prepare(
+            run.dir, run.scenario.fixture_dir, variant_files, removes, run.scenario.spec.path
+        )
         view = _view(ws, mounts, base)
     except WorkspaceError as exc:
         return _error(str(exc))

@@ -52,6 +52,7 @@ class Workspace:
     root: Path
     workspace: Path
     home: Path
+    path: tuple[str, ...] = ()  # the scenario's `path`: workspace folders put first on PATH
 
     @property
     def tmp(self) -> Path:
@@ -64,7 +65,7 @@ class Workspace:
         env.setdefault("LANG", "C.UTF-8")
         env.update(
             {
-                "PATH": tool_path(),
+                "PATH": self.search_path(),
                 **home_env(self.home),
                 "TERM": "xterm-256color",
                 "PWD": str(self.workspace),
@@ -74,21 +75,27 @@ class Workspace:
             env.update(layer)
         return env
 
+    def search_path(self) -> str:
+        """PATH for the run: the scenario's workspace folders, then the tools beside llmtt."""
+        return os.pathsep.join([*(str(self.workspace / p) for p in self.path), tool_path()])
+
 
 def prepare(
     run_dir: Path,
     fixture: Path | None,
     variant_files: Mapping[str, Path],
     removes: Sequence[str] = (),
+    path: Sequence[str] = (),
 ) -> Workspace:
     """Create the run's workspace from scratch: fixture copy, variant files, empty HOME.
     `removes`: workspace paths of guidance files to take out of the fixture's copy (the
-    no-guidance control); one that is not there is fine.
+    no-guidance control); one that is not there is fine. `path`: the scenario's workspace
+    folders put first on PATH.
 
     Raises WorkspaceError when a variant file would be written (or removed) outside the
     workspace.
     """
-    ws = Workspace(run_dir, run_dir / "workspace", run_dir / "home")
+    ws = Workspace(run_dir, run_dir / "workspace", run_dir / "home", tuple(path))
     for folder in (ws.workspace, ws.home, ws.tmp):
         if folder.exists():
             shutil.rmtree(folder)
@@ -104,7 +111,7 @@ def prepare(
     ws.tmp.mkdir()
     # Agents that run commands in a login shell (codex: `bash -lc`) get PATH reset by
     # /etc/profile; the run's own profile puts the tools found beside llmtt back.
-    profile = f'export PATH="{tool_path()}"\n'
+    profile = f'export PATH="{ws.search_path()}"\n'
     for name in (".bash_profile", ".profile"):
         (ws.home / name).write_text(profile)
     return ws

@@ -378,6 +378,8 @@ def _scenario_keys(
             "target": hash_value([target.binary, target.env, version]),
             # Where the task's absolute paths lead changes the task; no mounts keeps old keys.
             **({"mounts": hash_value(spec.mounts)} if spec.mounts else {}),
+            # Likewise the workspace folders put on PATH (a scripting task's mock tools).
+            **({"path": hash_value(spec.path)} if spec.path else {}),
         },
         solution=hash_value(spec.solution),
         evaluate={

@@ -476,6 +476,31 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         # some run's provider cut an answer before its usage: the cost is at least this
         "cost_lower_bound": lower_bound,
         "duration_secs": round(duration, 3),
+        **_per_task(rows),
+    }
+
+
+def _per_task(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """bashkit-eval's per-task figures of its run summary, over the evaluated runs (its tasks;
+    docs/metrics.md): tool calls and wall-clock duration per task, and the share of tasks whose
+    agent stopped on its own (of those where that is known)."""
+    done = [r for r in rows if r["outcome"] in ("pass", "fail")]
+    calls = sum(int((r.get("metrics") or {}).get("tool_calls") or 0) for r in done)
+    # The agent's own wall-clock time (its `complete` event), as bashkit-eval times its loop.
+    timed: list[float] = [
+        float(m["duration_secs"])
+        for m in ((r.get("metrics") or {}) for r in done)
+        if m.get("duration_secs") is not None
+    ]
+    stops = [(r.get("metrics") or {}).get("natural_stop") for r in done]
+    known = [s for s in stops if s is not None]
+    return {
+        "avg_tool_calls_per_task": round(calls / len(done), 4) if done else None,
+        "avg_duration_ms": round(sum(timed) * 1000 / len(timed), 1) if timed else None,
+        "natural_stops": sum(1 for s in known if s),
+        "natural_stop_rate": round(sum(1 for s in known if s) / len(known), 4) if known else None,
+        # runs whose agent did not say why it stopped: counted in neither share
+        "natural_stop_unknown": len(stops) - len(known),
     }
 
 

@@ -50,7 +50,8 @@ def snapshot(rows: list[Row]) -> dict[str, Any]:
         gates: dict[str, list[bool]] = defaultdict(list)
         for m in members:
             for gate in m.get("gates") or []:
-                gates[str(gate["index"])].append(bool(gate["passed"]))
+                if gate["passed"] is not None:  # a gate that cannot tell: neither way
+                    gates[str(gate["index"])].append(bool(gate["passed"]))
         groups[name] = {
             "runs": len(members),
             "pass_rate": sum(m["outcome"] == "pass" for m in members) / len(members),

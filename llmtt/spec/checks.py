@@ -1,15 +1,20 @@
-"""bashkit-eval's expectation checks in their string form (specs/bashkit-eval-metrics.md), for
-the `check` gate: `exit_code:N`, `stdout_contains:TEXT`, `stdout_regex:PATTERN`,
-`stderr_empty`, `file_exists:/PATH`, `dir_exists:/PATH`, `file_contains:/PATH:TEXT`,
-`tool_calls_min:N`, `tool_calls_max:N`. bashkit's virtual file system root is the workspace: a
-path `/out/a.txt` is the workspace's `out/a.txt`. `llm_judge:PROMPT` is not a gate check: it is
-carried by an `llm_judge` evaluator and an `evaluator` gate (`llmtt import bashkit-eval` writes
-both).
+"""bashkit-eval's expectation checks in their string form (specs/bashkit-eval-metrics.md and
+bashkit-eval's checks.rs), for the `check` gate: `exit_code:N`, `stdout_contains:TEXT`,
+`stdout_regex:PATTERN`, `stderr_empty`, `file_exists:/PATH`, `dir_exists:/PATH`,
+`file_contains:/PATH:TEXT`, `file_line_regex:/PATH:PATTERN`, `tool_calls_min:N`,
+`tool_calls_max:N`. bashkit's virtual file system root is the workspace: a path `/out/a.txt` is
+the workspace's `out/a.txt`. `llm_judge:PROMPT` is not a gate check: it is carried by an
+`llm_judge` evaluator and an `evaluator` gate (`llmtt import bashkit-eval` writes both).
 
 Trace checks read the run's tool calls: `exit_code` the last one's, `stdout_*` any one's output
 (agents report a command's stdout and stderr as one output, so stderr text counts too), and
-`stderr_empty` every call's stderr, which only an agent that keeps it apart reports: without it
-the check cannot pass.
+`stderr_empty` every call's stderr, which only an agent that keeps it apart reports.
+`file_line_regex` passes when one line of the file (split at newlines, a line's final `\r`
+dropped, as Rust's `str::lines`) matches the pattern.
+
+A check whose answer the run does not hold (`stderr_empty` where a call's stderr was not kept
+apart, `exit_code` where the last call's exit code is unknown) *cannot tell*: `run_check`
+answers None, which is neither a pass nor a fail (the gate says so and counts on no side).
 """
 
 from __future__ import annotations
@@ -28,12 +33,14 @@ KINDS = (
     "file_exists",
     "dir_exists",
     "file_contains",
+    "file_line_regex",
     "tool_calls_min",
     "tool_calls_max",
     "llm_judge",
 )
 _NUMBER = ("exit_code", "tool_calls_min", "tool_calls_max")
-_PATH = ("file_exists", "dir_exists", "file_contains")
+_PATH = ("file_exists", "dir_exists", "file_contains", "file_line_regex")
+_PATH_AND_TEXT = ("file_contains", "file_line_regex")
 
 
 @dataclass(frozen=True)
@@ -75,16 +82,26 @@ def parse_check(text: str) -> Check:
             raise ValueError(f"{kind} takes a number >= 0, not {number}")
         return Check(kind, number=number)
     if kind in _PATH:
-        path, _, rest = arg.partition(":") if kind == "file_contains" else (arg, "", "")
-        if kind == "file_contains" and not rest:
-            raise ValueError("file_contains needs a path and a text: file_contains:/PATH:TEXT")
+        # bashkit splits at the first ':' after the kind: the path holds none.
+        path, _, rest = arg.partition(":") if kind in _PATH_AND_TEXT else (arg, "", "")
+        if kind in _PATH_AND_TEXT and not rest:
+            raise ValueError(
+                f"{kind} needs a path and a {_ARGUMENT[kind].rpartition(':')[2].lower()}: "
+                f"{kind}:{_ARGUMENT[kind]}"
+            )
+        if kind == "file_line_regex":
+            _compiles(kind, rest)
         return Check(kind, path=_workspace_path(path), text=rest or None)
     if kind == "stdout_regex":
-        try:
-            regex.compile(arg)
-        except regex.error as exc:
-            raise ValueError(f"stdout_regex pattern {arg!r} does not compile: {exc}") from None
+        _compiles(kind, arg)
     return Check(kind, text=arg)
+
+
+def _compiles(kind: str, pattern: str) -> None:
+    try:
+        regex.compile(pattern)
+    except regex.error as exc:
+        raise ValueError(f"{kind} pattern {pattern!r} does not compile: {exc}") from None
 
 
 _ARGUMENT = {
@@ -94,6 +111,7 @@ _ARGUMENT = {
     "file_exists": "/PATH",
     "dir_exists": "/PATH",
     "file_contains": "/PATH:TEXT",
+    "file_line_regex": "/PATH:PATTERN",
     "tool_calls_min": "N",
     "tool_calls_max": "N",
     "llm_judge": "PROMPT",
@@ -118,16 +136,19 @@ def run_check(
     search: Callable[[str, str], bool | str],
     read_file: Callable[[Path, str], tuple[Path | None, str]],
     contains: Callable[[Path, str], bool],
-) -> tuple[bool, str]:
-    """Whether the run meets `check`, and the detail. `search(pattern, text)` is a regex search
-    under the gate's timeout (True, False, or why there is no answer); `read_file(workspace,
-    rel)` the workspace file or why it may not be read; `contains(path, text)` a file test."""
+) -> tuple[bool | None, str]:
+    """Whether the run meets `check` (None: the run cannot tell), and the detail.
+    `search(pattern, text)` is a regex search under the gate's timeout (True, False, or why
+    there is no answer); `read_file(workspace, rel)` the workspace file or why it may not be
+    read; `contains(path, text)` a file test."""
     kind = check.kind
     if kind == "exit_code":
         if not calls:
             return False, "no tool call was made"
         last = calls[-1].exit_code
-        return last == check.number, f"the last tool call exited {_code(last)}"
+        if last is None:
+            return None, "the last tool call's exit code is unknown"
+        return last == check.number, f"the last tool call exited {last}"
     if kind == "stdout_contains":
         assert check.text is not None
         hits = sum(check.text in c.output for c in calls)
@@ -142,11 +163,16 @@ def run_check(
                 return True, f"tool call {index}'s output matches /{check.text}/"
         return False, f"no tool call output of {len(calls)} matches /{check.text}/"
     if kind == "stderr_empty":
+        noisy = sum(bool(c.stderr) for c in calls)
+        if noisy:  # one call that wrote to stderr settles it, whatever the others did
+            return False, f"{noisy} of {len(calls)} tool calls wrote to stderr"
         unknown = sum(c.stderr is None for c in calls)
         if unknown:
-            return False, f"{unknown} tool call(s) without a separate stderr: cannot tell"
-        noisy = sum(bool(c.stderr) for c in calls)
-        return noisy == 0, f"{noisy} of {len(calls)} tool calls wrote to stderr"
+            return None, (
+                f"{unknown} of {len(calls)} tool call(s) without a separate stderr (the agent "
+                "reports stdout and stderr as one output)"
+            )
+        return True, f"0 of {len(calls)} tool calls wrote to stderr"
     if kind in ("tool_calls_min", "tool_calls_max"):
         assert check.number is not None
         ok = len(calls) >= check.number if kind == "tool_calls_min" else len(calls) <= check.number
@@ -165,10 +191,24 @@ def run_check(
     if path is None:
         return False, problem
     assert check.text is not None
+    if kind == "file_line_regex":
+        return _line_matches(path, check, search)
     if contains(path, check.text):
         return True, f"/{check.path} contains {check.text!r}"
     return False, f"/{check.path} lacks {check.text!r}"
 
 
-def _code(code: int | None) -> str:
-    return "with an unknown code" if code is None else str(code)
+def _line_matches(
+    path: Path, check: Check, search: Callable[[str, str], bool | str]
+) -> tuple[bool, str]:
+    """Whether one line of the file matches the pattern, read a line at a time."""
+    assert check.text is not None
+    with open(path, encoding="utf-8", errors="replace", newline="\n") as handle:
+        for number, line in enumerate(handle, start=1):
+            line = line.removesuffix("\n").removesuffix("\r")
+            found = search(check.text, line)
+            if isinstance(found, str):
+                return False, f"/{check.path}: {found}"
+            if found:
+                return True, f"line {number} of /{check.path} matches /{check.text}/"
+    return False, f"no line of /{check.path} matches /{check.text}/"

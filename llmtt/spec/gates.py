@@ -54,8 +54,11 @@ class CheckGate(GateBase):
     check: str = Field(
         min_length=1,
         description="exit_code:N, stdout_contains:TEXT, stdout_regex:PATTERN, stderr_empty, "
-        "file_exists:/PATH, dir_exists:/PATH, file_contains:/PATH:TEXT, tool_calls_min:N, "
-        "tool_calls_max:N (paths from the workspace as root).",
+        "file_exists:/PATH, dir_exists:/PATH, file_contains:/PATH:TEXT, "
+        "file_line_regex:/PATH:PATTERN (a line of the file matches), tool_calls_min:N, "
+        "tool_calls_max:N (paths from the workspace as root). Where the agent's record cannot "
+        "tell (`stderr_empty` with stdout and stderr as one output, `exit_code` with the last "
+        "exit unknown) the gate says so and counts neither as a pass nor as a fail.",
     )
 
     @field_validator("check")

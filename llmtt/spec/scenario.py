@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from llmtt.errors import ConfigError
 from llmtt.spec.config import Command, Strict, TargetSpec
 from llmtt.spec.evaluation import EvaluationSpec, ScriptsSpec
-from llmtt.spec.gates import NAME_RE, ScriptGate, ScriptSource
+from llmtt.spec.gates import NAME_RE, ScriptGate, ScriptSource, check_relative
 from llmtt.spec.loading import Loc, read_yaml
 from llmtt.spec.scripted import ScriptedSession
 from llmtt.spec.validation import validate
@@ -142,6 +142,12 @@ class Scenario(Strict):
         '(`"/data": "data"`, `"/home/eval": "."`), by the agent, the setup and the gates; '
         "needs the sandbox.",
     )
+    path: list[str] = Field(
+        default_factory=list,
+        description="Folders of the workspace put first on PATH, in this order, for the agent, "
+        "the setup commands, the scripts and the gates (`llmtt import bashkit-eval` puts a "
+        "scripting task's mock tools there: `.bashkit/bin`).",
+    )
     setup: SetupSpec = Field(
         default_factory=SetupSpec, description="Commands run in the workspace before the agent."
     )
@@ -177,6 +183,15 @@ class Scenario(Strict):
             problem = mount_problem(inside, folder)
             if problem:
                 raise ValueError(f"{inside!r}: {problem}")
+        return value
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: list[str]) -> list[str]:
+        for folder in value:
+            check_relative(folder)
+            if os.pathsep in folder:
+                raise ValueError(f"{folder!r}: a folder on PATH cannot hold {os.pathsep!r}")
         return value
 
     @field_validator("name")

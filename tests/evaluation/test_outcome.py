@@ -38,3 +38,26 @@ def test_composite_only_when_defined_and_rescaled_over_present_parts() -> None:
     # judge absent: (0.5 * 0.5 + 0.2 * 1.0) / 0.7
     assert composite_score(spec, gates, None, 1.0) == pytest.approx(0.45 / 0.7, abs=1e-6)
     assert composite_score(spec, gates, 0.9, 0.5) == pytest.approx(0.25 + 0.27 + 0.1)
+
+
+def untold(index: int) -> dict[str, Any]:
+    return {"index": index, "type": "check", "passed": None, "message": f"m{index}"}
+
+
+def test_a_gate_that_cannot_tell_is_neither_a_pass_nor_a_fail() -> None:
+    assert decide([gate(1, True), untold(2)], None) == (
+        "pass",
+        "the 1 gate(s) that could tell passed; gate 2 (check) cannot tell: m2",
+    )
+    assert decide([gate(1, False), untold(2)], None) == (
+        "fail",
+        "gate 1 (file_exists): m1; gate 2 (check) cannot tell: m2",
+    )
+    assert decide([untold(1)], None) == (
+        "pass",
+        "no gate could tell; gate 1 (check) cannot tell: m1",
+    )
+    spec = CompositeSpec(gate_weight=1.0, judge_weight=0.0, interaction_weight=0.0)
+    # The gate share is over the gates that could tell: 1 of 2, not 1 of 3.
+    assert composite_score(spec, [gate(1, True), gate(2, False), untold(3)], None, None) == 0.5
+    assert composite_score(spec, [untold(1)], None, None) is None  # nothing to score

@@ -125,6 +125,18 @@ def test_prepare_makes_a_fresh_isolated_workspace(tmp_path: Path) -> None:
     assert "OPENAI_API_KEY" not in env and "USER" not in env
 
 
+def test_a_scenarios_path_puts_workspace_folders_first_on_path(tmp_path: Path) -> None:
+    """`path` (a scripting task's mock tools): first on PATH for every process of the run, the
+    login shell's profile too (codex's `bash -lc` has /etc/profile reset PATH)."""
+    from llmtt.process.shell import tool_path
+
+    ws = prepare(tmp_path / "run", None, {}, path=[".bashkit/bin", "bin"])
+    first = f"{ws.workspace / '.bashkit/bin'}{os.pathsep}{ws.workspace / 'bin'}{os.pathsep}"
+    assert ws.env()["PATH"] == first + tool_path()
+    assert (ws.home / ".profile").read_text() == f'export PATH="{first + tool_path()}"\n'
+    assert prepare(tmp_path / "plain", None, {}).env()["PATH"] == tool_path()
+
+
 def test_setup_stops_at_the_first_failing_command(tmp_path: Path) -> None:
     failed = run_setup(["touch one", "exit 5", "touch two"], cwd=tmp_path, env=ENV, timeout_secs=5)
     assert failed is not None and failed.command == "exit 5" and failed.exit_code == 5

@@ -523,6 +523,14 @@ CASES = [
         "at least 1 item",
     ),
     (
+        "scenario-path-outside-the-workspace",
+        {"scenarios/s.yaml": "task: {prompt: x}\npath: [.bashkit/bin, ../bin]\n"},
+        "scenarios/s.yaml",
+        2,
+        "path",
+        "must be a relative path inside the workspace",
+    ),
+    (
         "rubric-weight-range",
         {"scenarios/s.yaml": JUDGED, "rubrics/r.yaml": RUBRIC.replace("0.6", "1.6")},
         "rubrics/r.yaml",

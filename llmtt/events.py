@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from llmtt.errors import LlmttError
 from llmtt.util.text import Masks
@@ -49,13 +49,80 @@ class Output(_Event):
     text: str
 
 
+# llmtt's name for each agent's own name of a tool that every agent has in some form, so that
+# "the shell tool" means the same whichever agent ran (docs/metrics.md, "Tool names"). A name
+# not listed is its own llmtt name.
+SHELL = "shell"
+TOOL_NAMES: dict[str, str] = {
+    # the shell
+    "Bash": SHELL,  # claude-code
+    "bash": SHELL,  # opencode, the litellm loop, the oracle
+    "exec_command": SHELL,  # codex
+    "shell": SHELL,  # codex (older versions), the transcript fallback
+    "shell_command": SHELL,  # codex
+    "local_shell": SHELL,  # codex on a local_shell_call
+    # files
+    "Read": "read",
+    "read": "read",
+    "Write": "write",
+    "write": "write",
+    "Edit": "edit",
+    "MultiEdit": "edit",
+    "edit": "edit",
+    "multiedit": "edit",
+    "apply_patch": "patch",  # codex
+    "patch": "patch",  # opencode
+    "Glob": "glob",
+    "glob": "glob",
+    "Grep": "grep",
+    "grep": "grep",
+    "LS": "list",
+    "list": "list",
+    # the web
+    "WebFetch": "web_fetch",
+    "webfetch": "web_fetch",
+    "WebSearch": "web_search",
+    "websearch": "web_search",
+    "web_search": "web_search",
+    # plans and sub-agents
+    "TodoWrite": "todo",
+    "todowrite": "todo",
+    "todoread": "todo",
+    "update_plan": "todo",  # codex
+    "Task": "task",
+    "task": "task",
+    # skills (docs/metrics.md, "Guidance and skills")
+    "Skill": "skill",  # claude-code
+    "skill": "skill",  # opencode
+}
+
+
+def tool_name(agent_tool: str) -> str:
+    """llmtt's name of a tool from an agent's own name for it (`Bash`, `exec_command` and
+    `bash` are all `shell`); a name llmtt does not know is kept as it is."""
+    return TOOL_NAMES.get(agent_tool, agent_tool)
+
+
 class ToolCall(_Event):
-    """The agent asked to run a command."""
+    """The agent asked to run a command (`tool` is llmtt's name of the tool, `agent_tool` the
+    agent's own; a shell tool's `command` is its line, another tool's its input as JSON)."""
 
     event: Literal["tool_call"]
     id: str | None = None
-    tool: str = "bash"
+    tool: str = SHELL
+    agent_tool: str | None = None  # None: not known (the transcript fallback)
     command: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_log(cls, data: Any) -> Any:
+        """A log written before tool names were normalised (no `agent_tool`) holds the
+        agent's own name in `tool`: read as a new one would have been written."""
+        if isinstance(data, dict) and "agent_tool" not in data:
+            named = data.get("tool")
+            if isinstance(named, str):
+                return {**data, "tool": tool_name(named), "agent_tool": named}
+        return data
 
 
 class ToolResult(_Event):

@@ -12,7 +12,7 @@ from llmtt.agents.cli_agent import CliAgent
 from llmtt.agents.install import pinned
 from llmtt.agents.pricing import Pricing, Tokens
 from llmtt.agents.stream import StreamParser, figure, json_text, listing, mapping
-from llmtt.events import EventWriter
+from llmtt.events import EventWriter, tool_name
 
 _EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (\d{1,10})\b")
 SHELL = "Bash"
@@ -106,7 +106,9 @@ class ClaudeStream(StreamParser):
             command = command if isinstance(command, str) else json_text(tool_input)
             self._tools[call_id] = name
             self.called(call_id)
-            self.events.emit("tool_call", id=call_id, tool=name, command=command)
+            self.events.emit(
+                "tool_call", id=call_id, tool=tool_name(name), agent_tool=name, command=command
+            )
         elif block.get("type") == "text" and isinstance(block.get("text"), str) and block["text"]:
             self.events.emit("message", role="assistant", text=block["text"])
 

@@ -29,7 +29,7 @@ from llmtt.agents.cli_agent import CliAgent
 from llmtt.agents.install import pinned
 from llmtt.agents.pricing import Pricing, Tokens
 from llmtt.agents.stream import StreamParser, figure, json_text, mapping, unwrap_shell, whole
-from llmtt.events import EventWriter
+from llmtt.events import EventWriter, tool_name
 
 PROVIDER = "llmtt"
 KEY_VARIABLE = "LLMTT_SCRIPTED_KEY"  # the scripted server's key, for codex's provider
@@ -223,7 +223,9 @@ class CodexStream(StreamParser):
                 self._shell.add(call_id)
                 self._commands += 1
             self.called(call_id)
-            self.events.emit("tool_call", id=call_id, tool=tool, command=command)
+            self.events.emit(
+                "tool_call", id=call_id, tool=tool_name(tool), agent_tool=tool, command=command
+            )
         self._calls = []
         self._begun = False
 
@@ -246,7 +248,13 @@ class CodexStream(StreamParser):
             if call_id not in started:
                 started.add(call_id)
                 command = unwrap_shell(str(item.get("command", "")))
-                self.events.emit("tool_call", id=call_id, tool="exec_command", command=command)
+                self.events.emit(
+                    "tool_call",
+                    id=call_id,
+                    tool=tool_name("exec_command"),
+                    agent_tool="exec_command",
+                    command=command,
+                )
             if kind == "item.completed":
                 code = item.get("exit_code")
                 self.events.emit(

@@ -20,6 +20,7 @@ from llmtt.agents.base import (
     VersionProbe,
 )
 from llmtt.agents.pricing import pricing_of
+from llmtt.events import tool_name
 from llmtt.process.shell import run_shell
 from llmtt.providers import (
     SCRIPTED,
@@ -315,7 +316,9 @@ class LitellmAgent(Agent):
             arguments = None
         command = arguments.get("command") if isinstance(arguments, dict) else None
         command = command if isinstance(command, str) else ""
-        ctx.events.emit("tool_call", id=call.id, tool=name, command=command)
+        ctx.events.emit(
+            "tool_call", id=call.id, tool=tool_name(name), agent_tool=name, command=command
+        )
         if name != "bash" or not command:
             text = f"error: unknown tool {name!r} or no command; use bash"
             ctx.events.emit("tool_result", id=call.id, output=text, exit_code=None)

@@ -12,7 +12,7 @@ from llmtt.agents.cli_agent import CliAgent
 from llmtt.agents.install import pinned
 from llmtt.agents.pricing import Pricing, Tokens
 from llmtt.agents.stream import MAX_TOKENS, StreamParser, figure, json_text, mapping, whole
-from llmtt.events import EventWriter
+from llmtt.events import EventWriter, tool_name
 from llmtt.process.shell import tool_path
 
 PROVIDER = "llmtt"
@@ -142,7 +142,8 @@ class OpencodeStream(StreamParser):
         self.events.emit(
             "tool_call",
             id=call_id,
-            tool=tool,
+            tool=tool_name(tool),
+            agent_tool=tool,
             command=command if isinstance(command, str) else json_text(tool_input),
         )
         # A command whose own process died of a signal is not reported by opencode 1.18: its

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
+from llmtt.events import SHELL
 
 
 class OracleAgent(Agent):
@@ -31,7 +32,7 @@ class OracleAgent(Agent):
             if remaining <= 0:
                 return self._timed_out(ctx, started)
             call_id = f"call_{index}"
-            ctx.events.emit("tool_call", id=call_id, tool="bash", command=command)
+            ctx.events.emit("tool_call", id=call_id, tool=SHELL, agent_tool="bash", command=command)
             ctx.transcript.write(f"$ {command}\n".encode())
             refused = nul_refusal(command)
             if refused is not None:  # a scenario made in code: its file would not load

@@ -8,16 +8,18 @@ from typing import Any, Protocol
 
 from llmtt.agents.pricing import pricing_of
 from llmtt.errors import LlmttError
+from llmtt.evaluation.approximate import failure_signs
 from llmtt.evaluation.evaluators.runner import (
     Memo,
     Purse,
     evaluation_input,
     evaluation_record,
+    evaluator_failures,
     run_evaluators,
 )
 from llmtt.evaluation.gates import GateContext, run_gates
 from llmtt.evaluation.guidance_use import use_fields
-from llmtt.evaluation.interaction import find_target_commands, interaction_metrics, paired_calls
+from llmtt.evaluation.interaction import interaction_metrics, paired_calls, target_commands_by_call
 from llmtt.evaluation.outcome import composite_score, decide, result_record
 from llmtt.evaluation.scripts import (
     Checks,
@@ -37,6 +39,7 @@ from llmtt.plan.runs import Run
 from llmtt.providers import ResolvedModel, spending_refusal
 from llmtt.spec.checks import Call
 from llmtt.spec.config import default_judge_model
+from llmtt.spec.loading import dotted, line_of
 from llmtt.spec.project import Project
 from llmtt.util.atomic import read_json, write_json
 from llmtt.util.hashing import hash_file, hash_value
@@ -95,7 +98,8 @@ def evaluate_run(
         checks = _checks(project, run)
         # What the post scripts leave (a copy of the workspace) is what the evaluation reads.
         seen, post = run_post_scripts(run, ws, env, checks)
-        found = find_target_commands(events, matcher)
+        by_call = target_commands_by_call(events, matcher)
+        found = [c for commands, _ in by_call for c in commands]
         evaluated = _evaluators(project, run, info, (events, seen, found), purse)
         if evaluated is not None:
             metrics["evaluators"] = evaluated
@@ -112,11 +116,20 @@ def evaluate_run(
                 for _, result in paired_calls(events)
             ],
             checks=checks,
+            failure_signs=failure_signs(by_call, run.target.binary),
+            source=source,
         )
         gates = run_gates(run.scenario.spec.evaluation.gates, ctx)
         metrics.update(_scripts_fields(post, run_script_evaluators(run, seen, env, checks)))
         # The agent layer's own (a CLI other than the pinned one), then the usage's.
         run_warnings = [*info.get("warnings", []), *usage_warnings]
+        if source == "transcript" and metrics["unknown_exit_count"]:
+            run_warnings.append(
+                f"no structured events: the {metrics['total_commands']} target command(s) were "
+                "read from the transcript, where no exit code can be seen (all unknown): "
+                "error_rate and first_try_success_rate are null, and no_transcript_errors "
+                "reads failures approximately from the text shown after each command"
+            )
         if run_warnings:
             metrics.setdefault("warnings", []).extend(run_warnings)
         unread = sum(
@@ -189,6 +202,16 @@ def _evaluators(
     input = evaluation_input(
         run.scenario.spec.task.prompt, evaluation.ground_truth, events, workspace, found, context
     )
+    scenario = run.scenario
+    try:
+        shown = scenario.path.relative_to(project.root).as_posix()
+    except ValueError:
+        shown = str(scenario.path)
+    places = []
+    for index in range(len(evaluation.evaluators)):
+        loc = ("evaluation", "evaluators", index)
+        line = line_of(scenario.lines, loc)
+        places.append(f"{shown}{f':{line}' if line else ''}, {dotted(loc)}")
     return run_evaluators(
         evaluation.evaluators,
         input,
@@ -198,6 +221,7 @@ def _evaluators(
         default_model=default_judge_model(project.config),
         purse=purse,
         memo=Memo(run.dir / "evaluator-answers.json"),
+        places=places,
     )
 
 
@@ -241,6 +265,10 @@ def settle(
     elif (metrics.get("evaluators") or {}).get("refused"):
         why = "; ".join(metrics["evaluators"]["refused"])
         outcome, reason = "error", f"an evaluator did not run: {why}"
+    elif evaluator_failures(metrics.get("evaluators")):
+        # The evaluator's fault, not the agent's: no verdict on the run until it is fixed.
+        why = "; ".join(evaluator_failures(metrics.get("evaluators")))
+        outcome, reason = "error", f"an evaluator failed: {why}"
     else:
         outcome, reason = decide(gates, judge, timed_out_after=_timed_out_after(run, info))
     # A script that failed without deciding anything is said where every report shows it.
@@ -311,6 +339,9 @@ def judge_run(
     if (metrics.get("evaluators") or {}).get("refused"):
         # The run stays pending for its evaluators: the judge would be paid for twice.
         refusal = "an evaluator did not run: " + "; ".join(metrics["evaluators"]["refused"])
+    elif evaluator_failures(metrics.get("evaluators")):
+        # Likewise until the evaluator is fixed.
+        refusal = "an evaluator failed: " + "; ".join(evaluator_failures(metrics["evaluators"]))
     if refusal is None and reserve is not None:
         try:
             reserve(prompt)

@@ -10,6 +10,7 @@ from typing import Any
 
 import regex
 
+from llmtt.evaluation.approximate import Sign
 from llmtt.evaluation.evaluators.runner import criterion_score
 from llmtt.evaluation.interaction import TargetCommand
 from llmtt.evaluation.scripts import (
@@ -67,6 +68,9 @@ class GateContext:
     health_check: str | None = None  # the target's, run as a last gate (`health_check_gate`)
     calls: Sequence[Call] = ()  # the run's tool calls, for `check` gates
     checks: Checks = UNCONFINED  # how command gates are confined
+    # Target commands of unknown exit whose output shows a failure (no_transcript_errors)
+    failure_signs: Sequence[Sign] = ()
+    source: str = "events"  # where the tool calls came from: events, or the transcript
 
 
 def run_gates(gates: Sequence[Gate], ctx: GateContext) -> list[dict[str, Any]]:
@@ -237,11 +241,7 @@ def _judge_static(gate: Gate, ctx: GateContext, timeout: float) -> tuple[bool | 
             f"criterion {gate.criterion!r} scored {score:.4g} {verdict} {gate.threshold:g}"
         )
     if isinstance(gate, NoTranscriptErrors):
-        failed = [c for c in ctx.target_commands if c.exit_code not in (0, None)]
-        if not failed:
-            return True, f"none of {len(ctx.target_commands)} target commands failed"
-        listed = "; ".join(f"`{c.normalised}` (exit {c.exit_code})" for c in failed[:5])
-        return False, f"{len(failed)} target command(s) failed: {listed}"
+        return _no_errors(ctx)
     assert isinstance(gate, FileExists | FileContains | FileMatches)
     path, problem = _workspace_file(ctx.workspace, gate.path)
     if path is None:
@@ -265,6 +265,43 @@ def _judge_static(gate: Gate, ctx: GateContext, timeout: float) -> tuple[bool | 
     if found:
         return True, f"{gate.path} matches /{gate.pattern}/"
     return False, f"{gate.path} does not match /{gate.pattern}/"
+
+
+def _no_errors(ctx: GateContext) -> tuple[bool, str]:
+    """no_transcript_errors: no target command exited non-zero, nor, of those whose exit is
+    unknown, shows a failure in its output (approximately: docs/metrics.md). Whether it can
+    tell is in its message."""
+    commands = ctx.target_commands
+    failed = [c for c in commands if c.exit_code not in (0, None)]
+    unknown = [c for c in commands if c.exit_code is None]
+    found = []
+    if failed:
+        listed = "; ".join(f"`{c.normalised}` (exit {c.exit_code})" for c in failed[:5])
+        found.append(f"{len(failed)} target command(s) failed: {listed}")
+    if ctx.failure_signs:
+        listed = "; ".join(
+            f"`{' / '.join(c.normalised for c in s.commands)}` (its output: {s.line!r})"
+            for s in ctx.failure_signs[:5]
+        )
+        found.append(
+            f"{len(ctx.failure_signs)} tool call(s) with target commands of unknown exit show a "
+            f"failure in their output (approximate): {listed}"
+        )
+    if found:
+        return False, "; ".join(found)
+    if not unknown:
+        return True, f"none of {len(commands)} target commands failed"
+    where = (
+        "the transcript shows no exit code"
+        if ctx.source == "transcript"
+        else "their exit code is unknown (docs/metrics.md)"
+    )
+    listed = "; ".join(f"`{c.normalised}`" for c in unknown[:3])
+    more = f"; ... ({len(unknown) - 3} more)" if len(unknown) > 3 else ""
+    return True, (
+        f"none of {len(commands)} target commands is known to have failed, but llmtt cannot "
+        f"tell for {len(unknown)} ({listed}{more}): {where}; their output shows no failure"
+    )
 
 
 def _workspace_file(workspace: Path, rel: str) -> tuple[Path | None, str]:

@@ -95,6 +95,6 @@ def _before_target(skills: list[str], calls: Sequence[tuple[str, str, bool]]) ->
 
 
 def _loads(tool: str, command: str, skill: str) -> bool:
-    if tool.lower() == "skill":
+    if tool == "skill":  # llmtt's name for claude-code's Skill and opencode's skill
         return f'"{skill}"' in command
     return f"{skill}/SKILL.md" in command

@@ -8,7 +8,13 @@ from typing import Any
 from llmtt.evaluation.shell.target_commands import TargetCommand, TargetMatcher, target_commands
 from llmtt.events import Complete, Event, ToolCall, ToolResult, Usage, usage_metrics
 
-__all__ = ["NO_SUBCOMMAND", "TargetCommand", "find_target_commands", "interaction_metrics"]
+__all__ = [
+    "NO_SUBCOMMAND",
+    "TargetCommand",
+    "find_target_commands",
+    "interaction_metrics",
+    "target_commands_by_call",
+]
 NO_SUBCOMMAND = "(none)"
 
 
@@ -17,12 +23,20 @@ def find_target_commands(
 ) -> list[TargetCommand]:
     """Target commands in order, from every tool call's line, with exit codes where certain
     (docs/metrics.md, "Target commands")."""
+    return [c for commands, _ in target_commands_by_call(events, matcher) for c in commands]
+
+
+def target_commands_by_call(
+    events: Sequence[Event], matcher: TargetMatcher | None
+) -> list[tuple[list[TargetCommand], ToolResult | None]]:
+    """Each tool call's target commands (none for a call without), in order, with the call's
+    result."""
     if matcher is None:
         return []
-    out = []
-    for call, result in paired_calls(events):
-        out.extend(target_commands(call.command, result.exit_code if result else None, matcher))
-    return out
+    return [
+        (target_commands(call.command, result.exit_code if result else None, matcher), result)
+        for call, result in paired_calls(events)
+    ]
 
 
 def paired_calls(events: Sequence[Event]) -> list[tuple[ToolCall, ToolResult | None]]:
@@ -56,15 +70,15 @@ def _rate(part: int, whole: int) -> float | None:
 def interaction_metrics(
     events: Sequence[Event], matcher: TargetMatcher | None, *, free: bool
 ) -> dict[str, Any]:
-    """Every metric of DESIGN.md's table, under its name. Rates over zero commands are null,
-    and so are the rates over exit codes (errors, first-try successes) when every exit is
-    unknown."""
+    """Every metric of DESIGN.md's table, under its name. Rates over zero commands are null.
+    The rates over exit codes (errors, first-try successes) are over the target commands whose
+    exit is known, `unknown_exit_count` beside them: null when no exit is known."""
     commands = find_target_commands(events, matcher)
     total = len(commands)
     unique = len({c.normalised for c in commands})
     errors = sum(1 for c in commands if c.exit_code not in (0, None))
     unknown = sum(1 for c in commands if c.exit_code is None)
-    known = total > unknown
+    known = total - unknown  # the commands whose exit is known: the exit rates' denominator
     after_failure = _retries_after_failure(commands)
     first_try = sum(
         1
@@ -89,9 +103,9 @@ def interaction_metrics(
         "retry_rate": _rate(total - unique, total),
         "retries_after_failure": sum(after_failure),
         "help_invocations": sum(1 for c in commands if c.help),
-        "first_try_success_rate": _rate(first_try, total) if known else None,
+        "first_try_success_rate": _rate(first_try, known),
         "iteration_ratio": _rate(unique, total),
-        "error_rate": _rate(errors, total) if known else None,
+        "error_rate": _rate(errors, known),
         "by_subcommand": dict(sorted(by_sub.items())),
     }
     metrics.update(_run_totals(events, free=free))

@@ -3,15 +3,17 @@
 Only a line that starts with the agent's command marker (a prompt, `$ ` by default) is a
 command, once terminal control sequences are gone and carriage returns have overwritten what
 they overwrite; lines inside Markdown code fences are the agent's prose. Each such line is one
-tool call, which layer 1 splits like any other. Exit codes cannot be seen in free text, so they
-stay null (unknown), never guessed. docs/metrics.md, "Transcript fallback", is the contract.
+tool call, which layer 1 splits like any other, and the lines after it, up to the next command,
+its result's output. Exit codes cannot be seen in free text, so they stay null (unknown), never
+guessed; the `no_transcript_errors` gate reads that output for signs of a failure
+(`llmtt.evaluation.approximate`). docs/metrics.md, "Transcript fallback", is the contract.
 """
 
 from __future__ import annotations
 
 import re
 
-from llmtt.events import Event, ToolCall
+from llmtt.events import Event, ToolCall, ToolResult, clip
 
 DEFAULT_MARKER = "$ "
 _SEQUENCE = re.compile(
@@ -29,20 +31,36 @@ _FENCE = re.compile(r"\s*(```|~~~)")
 
 
 def transcript_events(text: str, marker: str = DEFAULT_MARKER) -> list[Event]:
-    """One synthetic tool call per transcript line that starts with `marker`."""
+    """One synthetic tool call per transcript line that starts with `marker` (the shell tool,
+    whose name in the agent is not known), each with a result: the lines shown after it, up to
+    the next command, and an unknown exit code."""
     events: list[Event] = []
     fenced = False
+    call: str | None = None  # the id of the last command, whose output is being read
+    output: list[str] = []
     for number, raw in enumerate(text.split("\n"), start=1):
         line = render(raw)
+        command = ""
         if _FENCE.match(line):
             fenced = not fenced
+        elif not fenced and line.startswith(marker):
+            command = line[len(marker) :].strip()
+        if not command:
+            if call is not None:
+                output.append(line)
             continue
-        if fenced or not line.startswith(marker):
-            continue
-        command = line[len(marker) :].strip()
-        if command:
-            events.append(ToolCall(ts=0.0, event="tool_call", id=f"line_{number}", command=command))
+        if call is not None:
+            events.append(_result(call, output))
+        call, output = f"line_{number}", []
+        events.append(ToolCall(ts=0.0, event="tool_call", id=call, command=command))
+    if call is not None:
+        events.append(_result(call, output))
     return events
+
+
+def _result(call: str, output: list[str]) -> ToolResult:
+    text = clip("\n".join(output).strip("\n"))
+    return ToolResult(ts=0.0, event="tool_result", id=call, output=text, exit_code=None)
 
 
 def render(line: str) -> str:

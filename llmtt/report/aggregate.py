@@ -302,6 +302,7 @@ PANEL_METRICS = (
     "unique_commands",
     "error_count",
     "error_rate",
+    "unknown_exit_count",  # beside the rate, which is over the known exits
     "input_tokens",
     "output_tokens",
     "cost_usd",
@@ -525,6 +526,8 @@ def _groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "mean_first_try_success_rate": _mean(
                     m.get("first_try_success_rate") for m in metrics
                 ),
+                # Beside the rates, which are over the known exits (docs/metrics.md).
+                "unknown_exit_count": sum(m.get("unknown_exit_count") or 0 for m in metrics),
                 "total_commands": sum(m.get("total_commands", 0) for m in metrics),
                 "help_invocations": sum(m.get("help_invocations", 0) for m in metrics),
             }

@@ -41,8 +41,9 @@ COMPARISON_FORMAT = 1
 # The per-run figures compared (metrics.json names; cost and duration from the record).
 METRICS = (
     "error_rate",
-    "help_invocations",
     "first_try_success_rate",
+    "unknown_exit_count",  # beside the rates, which are over the known exits
+    "help_invocations",
     "total_commands",
     "retries_after_failure",
     "turns",

@@ -9,7 +9,15 @@ from typing import Any
 from llmtt.results.inference import rate_difference
 from llmtt.results.stats import mean_se, pass_at_k, pass_hat_k
 
-METRICS = ("error_rate", "first_try_success_rate", "total_commands", "help_invocations", "turns")
+# The exit rates are over the known exits: `unknown_exit_count` goes beside them.
+METRICS = (
+    "error_rate",
+    "first_try_success_rate",
+    "unknown_exit_count",
+    "total_commands",
+    "help_invocations",
+    "turns",
+)
 
 Row = dict[str, Any]
 

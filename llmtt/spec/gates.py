@@ -192,11 +192,15 @@ class FileMatches(GateBase):
 
 
 class NoTranscriptErrors(GateBase):
-    """Passes when no target command of the run exited non-zero."""
+    """Passes when no target command of the run exited non-zero, nor, of those whose exit is
+    unknown, shows a failure in its output (approximately; its message says when it cannot
+    tell)."""
 
     type: Literal["no_transcript_errors"] = Field(
         "no_transcript_errors",
-        description="Passes when no target command of the run exited non-zero.",
+        description="Passes when no target command of the run exited non-zero, nor, of those "
+        "whose exit code is unknown (behind a pipe, read from a transcript), shows a failure in "
+        "its output (approximately: metrics.md); its message says when it cannot tell.",
     )
 
 

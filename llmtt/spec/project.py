@@ -9,6 +9,7 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -570,7 +571,7 @@ def _evaluator_problems(project: Project, scenario: LoadedScenario) -> list[Prob
             problems.append(Problem(scenario.path, line, dotted((*where, "type")), str(exc)))
             continue
         try:
-            cls.Config.model_validate(spec.config)
+            config = cls.Config.model_validate(spec.config)
         except ValidationError as exc:
             inner = {
                 loc[len(where) + 1 :]: n
@@ -583,7 +584,38 @@ def _evaluator_problems(project: Project, scenario: LoadedScenario) -> list[Prob
                 )
                 line = problem.line or line_of(scenario.lines, (*where, "config"), key=True)
                 problems.append(Problem(scenario.path, line, field_name, problem.message))
+            continue
+        own = [c.name for c in spec.criteria]
+        for loc, name in _criteria_named(config):
+            if name not in own:
+                at = (*where, "config", *loc)
+                problems.append(
+                    Problem(
+                        scenario.path,
+                        line_of(scenario.lines, at),
+                        dotted(at),
+                        f"names criterion {name!r}, which is not among this evaluator's "
+                        f"criteria ({', '.join(own)}): an evaluator is handed only the criteria "
+                        "listed under it; list it there, or name one of those",
+                    )
+                )
     return problems
+
+
+def _criteria_named(config: Any) -> list[tuple[Loc, str]]:
+    """The criteria an evaluator's config names, with where: its `criterion`, and each of
+    its `rules`' (the built-ins' two ways; a plugin's config may do the same)."""
+    out: list[tuple[Loc, str]] = []
+    named = getattr(config, "criterion", None)
+    if isinstance(named, str):
+        out.append((("criterion",), named))
+    rules = getattr(config, "rules", None)
+    if isinstance(rules, list):
+        for index, rule in enumerate(rules):
+            named = getattr(rule, "criterion", None)
+            if isinstance(named, str):
+                out.append((("rules", index, "criterion"), named))
+    return out
 
 
 def _fixture_problems(

@@ -155,10 +155,15 @@ def evaluate_action(session: Session, spec: RunSpec) -> dict[str, Any]:
     values: dict[str, Any] = {"status": "ok"}
     metrics = read_json(run.dir / "metrics.json")
     refused = (metrics.get("evaluators") or {}).get("refused")
+    failed = (metrics.get("evaluators") or {}).get("errors")
     if refused:
         # An evaluator that may not call its model yet: the layer stays pending (KeyCheck),
         # the reports list the run.
         values = {"status": "error", "error": "an evaluator did not run: " + "; ".join(refused)}
+    elif failed:
+        # An evaluator that raised or gave another's results: pending until it is fixed (the
+        # agent is not run again), the console and the reports say which and where.
+        values = {"status": "error", "error": "an evaluator failed: " + "; ".join(failed)}
     # Saved now: evaluated again after a kill, its new gates.json would re-pay the judge.
     deps = [os.path.join(spec.dir, "run.json")]
     record_values(

@@ -61,26 +61,47 @@ def test_paid_runs_need_the_switch(project: Project) -> None:
 
 
 def test_command_agent_without_parser_uses_the_transcript(project: Project, tmp_path: Path) -> None:
-    script = tmp_path / "fake-agent.sh"
-    script.write_text(
-        "#!/bin/sh\n"
-        'echo "thinking about: $1"\n'
-        """echo '{"type": "not read: no parser was chosen"}'\n"""
-        "echo '$ git init -q .'; git init -q .\n"
-        "echo '$ git statuz'; git statuz 2>/dev/null\n"
-        "echo '$ git --help'; git --help > /dev/null\n"
-    )
-    script.chmod(0o755)
-    setup_project(project, f'\n[agents.fake]\ncommand = ["{script}", "{{prompt}}"]\nfree = true\n')
-    result = project.doit("run", "agent=fake")
+    """Its exits cannot be seen: the run warns, and no_transcript_errors reads failures from
+    the text after each command (approximately) and says when it cannot tell."""
+    agents = ""
+    for name, frobnicate in (("fake", True), ("tidy", False)):
+        script = tmp_path / f"{name}-agent.sh"
+        script.write_text(
+            "#!/bin/sh\n"
+            'echo "thinking about: $1"\n'
+            """echo '{"type": "not read: no parser was chosen"}'\n"""
+            "echo '$ git init -q .'; git init -q .\n"
+            "echo '$ git statuz'; git statuz 2>/dev/null\n"
+            "echo '$ git --help'; git --help > /dev/null\n"
+            + ("echo '$ git frobnicate'; git frobnicate\n" if frobnicate else "")
+        )
+        script.chmod(0o755)
+        agents += f'\n[agents.{name}]\ncommand = ["{script}", "{{prompt}}"]\nfree = true\n'
+    setup_project(project, agents)
+    project.write("scenarios/s.yaml", SCENARIO + "    - {type: no_transcript_errors}\n")
+    result = project.doit("run", "agent=fake,tidy")
     assert result.code == 0, result.out + result.err
     metrics = project.json("s/fake/r1/metrics.json")
     assert metrics["source"] == "transcript"
-    assert metrics["total_commands"] == 3
-    assert metrics["unknown_exit_count"] == 3 and metrics["error_count"] == 0
+    assert metrics["total_commands"] == 4
+    assert metrics["unknown_exit_count"] == 4 and metrics["error_count"] == 0
+    assert metrics["error_rate"] is None and metrics["first_try_success_rate"] is None
     assert metrics["help_invocations"] == 1
-    assert metrics["outcome"] == "pass"  # the free-text agent did make the repository
     assert metrics["cost_usd"] == 0.0  # declared free in llmtt.toml
+    [warning] = metrics["warnings"]
+    assert warning.startswith("no structured events: the 4 target command(s) were read from the")
+    assert "; warning: no structured events" in metrics["outcome_reason"]
+    # git frobnicate failed where no exit code shows: its complaint in the transcript says so.
+    gate = project.json("s/fake/r1/gates.json")["gates"][1]
+    assert gate["passed"] is False and "approximate" in gate["message"]
+    assert "git: 'frobnicate' is not a git command" in gate["message"]
+    assert metrics["outcome"] == "fail"
+    # (git statuz failed too, its complaint sent to /dev/null: nothing can tell that.)
+    tidy = project.json("s/tidy/r1/metrics.json")
+    assert tidy["outcome"] == "pass"  # the free-text agent did make the repository
+    gate = project.json("s/tidy/r1/gates.json")["gates"][1]
+    assert gate["passed"] is True and "cannot tell for 3" in gate["message"]
+    assert "the transcript shows no exit code" in gate["message"]
     log = (project.results() / "s/fake/r1/events.jsonl").read_text()
     assert [json.loads(line)["event"] for line in log.splitlines()] == ["spawn", "complete"]
 

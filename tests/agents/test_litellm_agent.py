@@ -300,7 +300,10 @@ def test_a_tool_call_without_a_name_or_a_text_command_is_answered_and_evaluated(
     result = project.doit("run", "agent=litellm", "model=remote", env=ENABLED)
     assert result.code == 0, result.out + result.err
     calls = [e for e in events(project, "s/litellm-remote/r1") if e["event"] == "tool_call"]
-    assert [(c["tool"], c["command"]) for c in calls] == [("", "git --version"), ("bash", "")]
+    assert [(c["tool"], c["agent_tool"], c["command"]) for c in calls] == [
+        ("", "", "git --version"),
+        ("shell", "bash", ""),
+    ]
     told = [m["content"] for m in handler.bodies[2]["messages"] if m["role"] == "tool"]
     assert told == [
         "error: unknown tool '' or no command; use bash",

@@ -3,7 +3,9 @@ scripted model server on 127.0.0.1: events and every interaction metric asserted
 
 Turns, tokens and cost follow the contract of docs/metrics.md: one usage event per model request
 in the event log (and the agent's own total, which replaces them), and the same figures in
-metrics.json for every agent."""
+metrics.json for every agent. Tool names too: each agent's shell tool is `shell` in the events
+(its own name beside it), so a `tool_usage` evaluator scores the same session alike under every
+agent and the oracle, which plays the same session in the same invocation."""
 
 from __future__ import annotations
 
@@ -26,6 +28,43 @@ SOLUTION = [
     "git log --oneline",
 ]
 EXIT_CODES = [0, 0, 1, 1, 0, 0, 0, 0]
+# Each agent's own name for its shell tool, which the events keep beside llmtt's (`shell`).
+SHELL_NAMES = {
+    "claude-code": "Bash",
+    "codex": "exec_command",
+    "opencode": "bash",
+    "litellm": "bash",
+}
+
+# A tool_usage evaluator of the session: the shell named as llmtt names it (the default), as
+# claude-code and as codex name it, a target subcommand, and two other tools.
+TOOL_USAGE = """\
+  evaluators:
+    - type: tool_usage
+      criteria:
+        - {name: shell, scale: binary}
+        - {name: as_claude_code_names_it, scale: binary}
+        - {name: as_codex_names_it, scale: binary}
+        - {name: committed, scale: numeric}
+        - {name: no_edits, scale: binary}
+        - {name: read_a_file, scale: binary}
+      config:
+        rules:
+          - {criterion: shell, required: true, min_calls: 8, max_calls: 8}
+          - {criterion: as_claude_code_names_it, tool: Bash, min_calls: 8}
+          - {criterion: as_codex_names_it, tool: exec_command, required: true}
+          - {criterion: committed, target_subcommand: commit, max_calls: 2, argument_pattern: -m first}
+          - {criterion: no_edits, tool: edit, max_calls: 0}
+          - {criterion: read_a_file, tool: read, required: true}
+"""
+TOOL_SCORES = {
+    "shell": True,
+    "as_claude_code_names_it": True,
+    "as_codex_names_it": True,
+    "committed": 1,
+    "no_edits": True,
+    "read_a_file": False,  # no agent read a file with a file tool: the same failure for all
+}
 
 # Each model request's usage (uncached input, output): the server's fixed counts for eight
 # turns of one tool call and a final answer. Nine requests are nine turns; before the contract
@@ -80,11 +119,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Project:
         "task:\n  prompt: Make this folder a git repository with one commit of a.txt.\n"
         f"solution:{solution}\n"
         "run: {timeout_secs: 120}\n"
-        "evaluation:\n  gates:\n"
+        "evaluation:\n"
+        f"{TOOL_USAGE}"
+        "  gates:\n"
         "    - {type: command_output_contains, command: git log --format=%s, substring: first}\n"
-        "    - {type: file_exists, path: a.txt}\n",
+        "    - {type: file_exists, path: a.txt}\n"
+        "    - {type: evaluator, criterion: shell, threshold: 1}\n",
     )
-    result = project.doit("run", "-n", "4", f"agent={','.join(AGENTS)}", "model=scripted")
+    # The oracle plays the same session in the same invocation, for the tool_usage scores.
+    agents = ",".join([*AGENTS, "oracle"])
+    result = project.doit("run", "-n", "4", f"agent={agents}", "model=scripted")
     assert result.code == 0, result.out + result.err
     return project
 
@@ -108,6 +152,7 @@ def test_events_carry_the_commands_and_real_exit_codes(runs: Project, agent: str
     calls = [e for e in events if e["event"] == "tool_call"]
     results = {e["id"]: e for e in events if e["event"] == "tool_result"}
     assert [c["command"] for c in calls] == SOLUTION
+    assert {(c["tool"], c["agent_tool"]) for c in calls} == {("shell", SHELL_NAMES[agent])}
     assert [results[c["id"]]["exit_code"] for c in calls] == EXIT_CODES
     assert "not a git command" in results[calls[2]["id"]]["output"]
     assert events[0]["event"] == "spawn"
@@ -153,6 +198,21 @@ def test_run_record_scripted_log_and_isolation(runs: Project, agent: str) -> Non
     assert home.is_dir()  # its HOME was the run's own folder, not the user's
 
 
+@pytest.mark.parametrize("agent", [*AGENTS, "oracle"])
+def test_tool_usage_scores_the_session_alike_under_every_agent(runs: Project, agent: str) -> None:
+    """Before tool names were normalised, the default `bash` rule failed "required tool not
+    called" under claude-code (`Bash`) and codex (`exec_command`) and passed under the others."""
+    folder = "git-basics/oracle" if agent == "oracle" else f"git-basics/{agent}-scripted"
+    metrics = runs.json(f"{folder}/r1/metrics.json")
+    evaluated = metrics["evaluators"]
+    assert evaluated["errors"] == []
+    assert {r["criterion"]: r["score"] for r in evaluated["results"]} == TOOL_SCORES
+    assert evaluated["overall_score"] == pytest.approx(5 / 6)
+    reasons = {r["criterion"]: r["reasoning"] for r in evaluated["results"]}
+    assert reasons["as_codex_names_it"] == "Tool 'exec_command' was called 8 time(s)."
+    assert metrics["outcome"] == "pass"  # its evaluator gate reads the `shell` criterion
+
+
 def test_second_run_executes_nothing(runs: Project) -> None:
-    again = runs.doit("run", f"agent={','.join(AGENTS)}", "model=scripted")
+    again = runs.doit("run", f"agent={','.join([*AGENTS, 'oracle'])}", "model=scripted")
     assert again.code == 0 and again.executed() == []

@@ -385,19 +385,19 @@ TARGETS = [
     {"command": "git commit --amend -m second", "subcommand": "commit", "exit_code": 0},
 ]
 TOOL_RULES: list[tuple[str, dict[str, Any], bool, str]] = [
-    ("called", {}, True, "Tool 'bash' was called 4 time(s)."),
+    ("called", {}, True, "Tool 'shell' was called 4 time(s)."),
     ("other tool", {"tool": "edit", "max_calls": 1}, True, "Tool 'edit' was called 1 time(s)."),
     (
         "too few",
         {"min_calls": 5},
         False,
-        "Tool 'bash' was called 4 time(s). Expected at least 5 call(s).",
+        "Tool 'shell' was called 4 time(s). Expected at least 5 call(s).",
     ),
     (
         "too many",
         {"max_calls": 3},
         False,
-        "Tool 'bash' was called 4 time(s). Expected at most 3 call(s).",
+        "Tool 'shell' was called 4 time(s). Expected at most 3 call(s).",
     ),
     (
         "optional, not called",
@@ -427,31 +427,31 @@ TOOL_RULES: list[tuple[str, dict[str, Any], bool, str]] = [
         "first call's argument",
         {"argument_pattern": "^git init"},
         True,
-        "Tool 'bash' was called 4 time(s). Argument check passed for the first call.",
+        "Tool 'shell' was called 4 time(s). Argument check passed for the first call.",
     ),
     (
         "only the first call's argument",
         {"argument_pattern": "^ls"},
         False,
-        "Tool 'bash' was called 4 time(s). Argument check failed for the first call: 'git init -q .' does not match /^ls/.",
+        "Tool 'shell' was called 4 time(s). Argument check failed for the first call: 'git init -q .' does not match /^ls/.",
     ),
     (
         "subcommand",
         {"target_subcommand": "commit", "min_calls": 2, "max_calls": 2},
         True,
-        "Tool 'bash' (running subcommand 'commit') was called 2 time(s).",
+        "Tool 'shell' (running subcommand 'commit') was called 2 time(s).",
     ),
     (
         "subcommand first argument",
         {"target_subcommand": "commit", "argument_pattern": "--amend"},
         False,
-        "Tool 'bash' (running subcommand 'commit') was called 2 time(s). Argument check failed for the first call: 'git add a && git commit -m first' does not match /--amend/.",
+        "Tool 'shell' (running subcommand 'commit') was called 2 time(s). Argument check failed for the first call: 'git add a && git commit -m first' does not match /--amend/.",
     ),
     (
         "subcommand not run",
         {"target_subcommand": "push", "required": True},
         False,
-        "Expected tool 'bash' (running subcommand 'push') was not called. (Tool was required).",
+        "Expected tool 'shell' (running subcommand 'push') was not called. (Tool was required).",
     ),
     (
         "subcommand of another tool",

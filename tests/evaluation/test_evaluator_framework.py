@@ -1,9 +1,11 @@
 """The evaluator framework (AgentDock's model): a project's own evaluator found through
-llmtt.toml's [evaluators], one that raises gives error results while the others still run, the
-overall score normalises and weights as AgentDock does, an `evaluator` gate decides the outcome,
-results reach metrics.json, evaluation.md and evaluations.jsonl, editing an evaluator's config
-re-evaluates without re-running the agent (so does editing its code, or a project module it
-imports), and mistakes are located load errors."""
+llmtt.toml's [evaluators], the overall score normalises and weights as AgentDock does, an
+`evaluator` gate decides the outcome, results reach metrics.json, evaluation.md and
+evaluations.jsonl, editing an evaluator's config re-evaluates without re-running the agent (so
+does editing its code, or a project module it imports), and mistakes are located load errors.
+Each evaluator is handed only its own criteria: one that scores another's, or raises, makes the
+run's outcome `error` (the evaluator's fault, not the agent's), said where it is written, while
+the others' results stand."""
 
 from __future__ import annotations
 
@@ -59,6 +61,18 @@ class Broken(Evaluator):
 
     def evaluate(self, input, criteria):
         raise RuntimeError("boom")
+
+
+class Meddler(Evaluator):
+    # Scores what it likes, whatever it is handed: its own criterion and another's.
+    type = "meddler"
+
+    def evaluate(self, input, criteria):
+        assert [c.name for c in criteria] == ["mine"], criteria  # only its own, handed
+        return [
+            EvaluationResult("enough", False, self.type),
+            EvaluationResult("mine", True, self.type),
+        ]
 """
 
 TOML = (
@@ -68,6 +82,7 @@ TOML = (
 calls = "my_evaluators:Calls"
 likert = "my_evaluators:Likert"
 broken = "my_evaluators:Broken"
+meddler = "my_evaluators:Meddler"
 """
 )
 
@@ -82,8 +97,6 @@ evaluation:
       config: {criterion: enough, min_calls: MIN}
     - type: likert
       criteria: [{name: tidy, scale: likert5}]
-    - type: broken
-      criteria: [{name: never, scale: numeric}]
   gates:
     - {type: evaluator, criterion: enough, threshold: 1}
 """
@@ -106,10 +119,8 @@ def test_a_projects_evaluators_score_the_run_and_one_gates_it(project: Project) 
     assert by_criterion["enough"]["score"] is True
     assert by_criterion["enough"]["reasoning"] == "2 tool call(s), first: git init -q ."
     assert by_criterion["tidy"]["score"] == 4
-    assert by_criterion["never"]["score"] is None
-    assert "boom" in by_criterion["never"]["error"]
-    assert evaluated["errors"] == ["evaluator broken failed: RuntimeError: boom"]
-    # (1 x 2 + 0.75 x 1) / 3: the failed evaluator's criterion is left out.
+    assert evaluated["errors"] == []
+    # (1 x 2 + 0.75 x 1) / 3
     assert evaluated["overall_score"] == pytest.approx(2.75 / 3)
     assert metrics["outcome"] == "pass"
     gates = project.json("s/oracle/r1/gates.json")["gates"]
@@ -120,7 +131,6 @@ def test_a_projects_evaluators_score_the_run_and_one_gates_it(project: Project) 
     html = (project.results() / "report.html").read_text()
     assert "<p>evaluators: overall 0.917</p>" in html
     assert "<td>enough</td><td>calls</td><td>True</td><td>2 tool call(s)" in html
-    assert "not scored: evaluator broken failed: RuntimeError: boom" in html
     report = (project.results() / "report.md").read_text()
     assert "| run | outcome | gates | judge | evaluators | commands |" in report
     assert "| s/oracle/r1 | pass | 1/1 | n/a | 0.917 |" in report
@@ -128,7 +138,7 @@ def test_a_projects_evaluators_score_the_run_and_one_gates_it(project: Project) 
     assert result["evaluators"] == {
         "overall_score": pytest.approx(2.75 / 3),
         "scores": {"enough": True, "tidy": 4},
-        "errors": 1,
+        "errors": 0,
     }
     assert "evaluators" not in result["metrics"]
     lines = (project.results() / "evaluations.jsonl").read_text().split("\n")
@@ -136,7 +146,7 @@ def test_a_projects_evaluators_score_the_run_and_one_gates_it(project: Project) 
     assert len(records) == 1
     assert records[0]["run_id"] == "s/oracle/r1"
     assert records[0]["input_snapshot"]["ground_truth"] == "a repository"
-    assert records[0]["config_snapshot"]["criteria"] == ["enough", "tidy", "never"]
+    assert records[0]["config_snapshot"]["criteria"] == ["enough", "tidy"]
     assert records[0]["evaluation_id"] == project.json("s/oracle/r1/result.json")["evaluation_id"]
 
     again = project.doit("run")
@@ -156,9 +166,94 @@ def test_a_projects_evaluators_score_the_run_and_one_gates_it(project: Project) 
     assert len([line for line in lines if line]) == 2
 
 
+FAULTY_SCENARIO = """\
+task: {prompt: Make a git repository.}
+solution: [git init -q ., git status --short]
+evaluation:
+  evaluators:
+    - type: calls
+      criteria: [{name: enough, scale: binary}]
+      config: {criterion: enough, min_calls: 2}
+    - type: meddler
+      criteria: [{name: mine, scale: binary}]
+    - type: broken
+      criteria: [{name: never, scale: numeric}]
+  gates:
+    - {type: evaluator, criterion: enough, threshold: 1}
+"""
+
+
+def test_an_evaluator_that_scores_anothers_criterion_or_raises_makes_the_run_an_error(
+    project: Project,
+) -> None:
+    _project(project)
+    project.write("scenarios/s.yaml", FAULTY_SCENARIO)
+    first = project.doit("run")
+    out = first.out + first.err
+    assert first.code != 0 and "Traceback" not in out, out
+    meddled = (
+        "evaluator meddler (scenarios/s.yaml:8, evaluation.evaluators[1]) scored 'enough', "
+        "which is not one of its criteria (mine): left out"
+    )
+    raised = (
+        "evaluator broken (scenarios/s.yaml:10, evaluation.evaluators[2]) raised "
+        "RuntimeError: boom (at my_evaluators.py:"
+    )
+    assert f"s/oracle/r1: an evaluator failed: {meddled}; {raised}" in out  # the console
+    metrics = project.json("s/oracle/r1/metrics.json")
+    assert metrics["outcome"] == "error"
+    assert meddled in metrics["outcome_reason"] and raised in metrics["outcome_reason"]
+    assert metrics["outcome_reason"].endswith(", in evaluate)")
+    evaluated = metrics["evaluators"]
+    assert evaluated["errors"][0] == meddled and evaluated["errors"][1].startswith(raised)
+    scores = {r["criterion"]: (r["evaluator"], r["score"]) for r in evaluated["results"]}
+    # The meddler's False for `enough` was refused: the gate reads the calls evaluator's.
+    assert scores == {
+        "enough": ("calls", True),
+        "mine": ("meddler", True),
+        "never": ("broken", None),
+    }
+    gates = project.json("s/oracle/r1/gates.json")["gates"]
+    assert gates[0]["passed"] is True and "scored 1 >= 1" in gates[0]["message"]
+    report = (project.results() / "report.md").read_text()
+    assert "| s/oracle/r1 | error |" in report and meddled in report
+    html = (project.results() / "report.html").read_text()
+    assert "RuntimeError: boom" in html
+    assert "an evaluator failed" in (project.results() / "s/oracle/r1/evaluation.md").read_text()
+    # An error is no result: no results.jsonl line, no evaluation record; it stays pending,
+    # and the next run evaluates it again without running its agent.
+    assert not (project.results() / "evaluations.jsonl").exists()
+    assert not (project.results() / "results.jsonl").exists()
+    again = project.doit("run")
+    assert again.code != 0
+    assert "s/oracle/r1:evaluate" in again.executed()
+    assert "s/oracle/r1:agent" not in again.executed()
+    # Fixed (the faulty evaluators gone), the run is evaluated and passes.
+    project.write(
+        "scenarios/s.yaml",
+        FAULTY_SCENARIO.split("    - type: meddler")[0]
+        + ("  gates:\n    - {type: evaluator, criterion: enough, threshold: 1}\n"),
+    )
+    fixed = project.doit("run")
+    assert fixed.code == 0, fixed.out + fixed.err
+    assert "s/oracle/r1:agent" not in fixed.executed()
+    assert project.json("s/oracle/r1/metrics.json")["outcome"] == "pass"
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
+        (
+            (
+                "config: {criterion: enough, min_calls: 2}",
+                "config: {criterion: tidy, min_calls: 2}",
+            ),
+            [
+                "s.yaml:8",
+                "evaluation.evaluators[0].config.criterion",
+                "names criterion 'tidy', which is not among this evaluator's criteria (enough)",
+            ],
+        ),
         (
             ("type: likert", "type: likret"),
             [

@@ -90,9 +90,30 @@ def test_unknown_exit_codes_are_neither_errors_nor_successes() -> None:
     m = metrics(session(("git status", None), ("git status", 0)))
     assert m["error_count"] == 0
     assert m["unknown_exit_count"] == 1
-    assert m["first_try_success_rate"] == 0.5
+    # The exit rates are over the known exits (docs/metrics.md): the unknown one is in neither.
+    assert m["first_try_success_rate"] == 1.0
+    assert m["error_rate"] == 0.0
     assert m["tool_calls_ok"] == 1
     assert m["tool_calls_error"] == 0
+
+
+def test_both_exit_rates_leave_unknown_exits_out_alike() -> None:
+    """git failed twice where its exit cannot be known (behind a pipe, in an `&&` chain that
+    failed): neither rate counts those two, one way or the other, and unknown_exit_count says
+    how many there are. Before, error_rate counted them as non-errors (0 of 4) and
+    first_try_success_rate as non-successes (2 of 4)."""
+    m = metrics(
+        session(
+            ("git frobnicate | head", 0),
+            ("git frobnicate && echo done", 1),
+            ("git init -q .", 0),
+            ("git comit -m x", 1),
+        )
+    )
+    assert (m["total_commands"], m["unknown_exit_count"], m["error_count"]) == (4, 2, 1)
+    assert m["error_rate"] == 0.5  # 1 of the 2 known
+    assert m["first_try_success_rate"] == 0.5  # 1 of the 2 known
+    assert m["error_rate"] + m["first_try_success_rate"] == 1.0  # no retry: they add up
 
 
 def test_retry_after_failure_without_capture_group_uses_normalised_command() -> None:
@@ -131,8 +152,8 @@ def test_each_target_command_of_a_chain_counts_with_its_certain_exit() -> None:
     assert m["total_commands"] == 5
     assert m["error_count"] == 1
     assert m["unknown_exit_count"] == 2
-    assert m["first_try_success_rate"] == 0.4  # add and commit, of 5
-    assert m["error_rate"] == 0.2
+    assert m["first_try_success_rate"] == 0.666667  # add and commit, of the 3 known
+    assert m["error_rate"] == 0.333333  # push, of the 3 known
     assert m["tool_calls"] == 4
 
 

@@ -202,3 +202,37 @@ def test_parse_answer_checks_every_criterion() -> None:
         rubric,
     )
     assert problem == "scores outside 0..1: b"
+
+
+def test_a_failed_evaluator_keeps_the_judge_from_being_paid_and_the_run_an_error(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    """The run's outcome waits for the evaluator to be fixed, so asking the judge now would
+    pay for it twice."""
+    url, handler = provider
+    handler.queue = [(200, chat_answer(good()))]
+    judged_project(project, url)
+    project.write(
+        "broken_evaluator.py",
+        "from llmtt.plugins import Evaluator\n\n\nclass Broken(Evaluator):\n"
+        '    type = "broken"\n\n    def evaluate(self, input, criteria):\n'
+        '        raise ValueError("no")\n',
+    )
+    toml = (project.root / "llmtt.toml").read_text()
+    project.write("llmtt.toml", toml + '\n[evaluators]\nbroken = "broken_evaluator:Broken"\n')
+    scenario = (project.root / "scenarios/s.yaml").read_text()
+    project.write(
+        "scenarios/s.yaml",
+        scenario.replace(
+            "  judge:", "  evaluators:\n    - {type: broken, criteria: [{name: b}]}\n  judge:"
+        ),
+    )
+    result = project.doit("run", env=ENABLED)
+    assert result.code != 0 and "Traceback" not in result.out + result.err
+    assert handler.hits == []  # the judge was not asked
+    metrics = project.json("s/oracle/r1/metrics.json")
+    assert metrics["outcome"] == "error"
+    assert metrics["outcome_reason"].startswith(
+        "the judge did not run: an evaluator failed: evaluator broken (scenarios/s.yaml:7, "
+        "evaluation.evaluators[0]) raised ValueError: no (at broken_evaluator.py:8, in evaluate)"
+    )

@@ -40,6 +40,7 @@ def row(
             "help_invocations": 1,
             "error_rate": error_rate,
             "first_try_success_rate": 1 - error_rate,
+            "unknown_exit_count": 1 if variant == "v1" else 0,
             "tool_calls_ok": 3,
             "tool_calls_error": 1,
             "turns": 5,
@@ -91,7 +92,8 @@ def test_report_md_words_absent_values_and_shows_composite_only_where_defined(
     plain = render(loaded, "report.md.j2", **report_data(rows, "", "2026-01-01T00:00:00+00:00"))
     assert "| oracle | no model | no variant | 2 | 2 | 0 | 0 |" in plain
     assert "composite" not in plain  # no scenario defines one: no column
-    assert "| 1 | unknown | 2.5 |" in plain  # first-try success, a cost with no known price
+    # first-try success, unknown exits beside it, a cost with no known price
+    assert "| 1 | 1 | unknown | 2.5 |" in plain
     assert "| - |" not in plain and " -> " not in plain
     rows[0]["metrics"]["composite_score"] = 0.75
     rows[1]["metrics"]["composite_score"] = None

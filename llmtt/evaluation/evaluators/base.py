@@ -1,7 +1,8 @@
 """The evaluator interface (AgentDock's model, Python-shaped; specs/agentdock-algorithms.md).
 
-An evaluator has a type id and `evaluate(input, criteria) -> list[EvaluationResult]`: it scores
-the criteria it owns (those its config names) and returns nothing for the others. Its config is
+An evaluator has a type id and `evaluate(input, criteria) -> list[EvaluationResult]`: it is
+handed its own criteria (those listed under it in the scenario; unlike AgentDock, never every
+criterion of the scenario) and scores them (a built-in: those its config names). Its config is
 a pydantic model (`Config`), validated when the scenario loads, so a mistake is a located load
 error rather than a failure at evaluation time. Heavy libraries are imported inside `evaluate`.
 """
@@ -49,12 +50,20 @@ class ModelEvaluatorConfig(OneCriterionConfig):
 
 @dataclass(frozen=True)
 class ToolUse:
-    """One tool call of the run, with its result when there is one."""
+    """One tool call of the run, with its result when there is one.
+
+    `tool` is llmtt's name of the tool, the same under every agent (`shell` for claude-code's
+    `Bash`, codex's `exec_command`, opencode's and the litellm loop's `bash`; see
+    `llmtt.events.tool_name`), and `agent_tool` the agent's own name (None when not known: a
+    run read from its transcript). `command` is a shell tool's command line, another tool's
+    input as JSON. `exit_code` is None when not known.
+    """
 
     tool: str
     command: str
     exit_code: int | None = None
     output: str = ""
+    agent_tool: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,7 +82,29 @@ class EvaluationInput:
 
 @dataclass(frozen=True)
 class EvaluationResult:
-    """An evaluator's score for one criterion."""
+    """An evaluator's score for one criterion: what `Evaluator.evaluate` returns, one per
+    criterion it scores.
+
+    Required, in this order:
+    - `criterion` (str): the name of one of the criteria `evaluate` was handed, which are the
+      evaluator's own (those listed under it in the scenario). A result for any other name is
+      refused: it is left out, and the run's outcome is `error`, naming the evaluator.
+    - `score`: a bool, an int, a float, a str or None, on the criterion's scale: `binary` and
+      `pass/fail` take true/false (or 1/0, "pass"/"fail", "yes"/"no"), `likert5` 1 to 5,
+      `numeric` 0 to 1 (or 0 to 100), `string` any text (never part of the overall score);
+      `pass_fail(passed, scale)` gives a pass or a fail on any scale. A score that does not
+      normalise on its scale counts in no overall score nor gate.
+    - `evaluator` (str): the evaluator's type id (`self.type`).
+
+    Optional:
+    - `reasoning` (str): why, in words; the reports show it.
+    - `error` (str or None): set when the criterion could not be scored as asked (the text to
+      check is missing, ...): the result then counts in no overall score nor gate, and the
+      reports say "not scored" with the error. An evaluator that cannot run at all should
+      raise instead: the run's outcome is then `error`.
+    - `metadata` (a mapping of JSON values): anything else worth keeping; metrics.json and
+      evaluations.jsonl hold it.
+    """
 
     criterion: str
     score: Score
@@ -129,7 +160,11 @@ class Evaluator(ABC):
     def evaluate(
         self, input: EvaluationInput, criteria: Sequence[Criterion]
     ) -> list[EvaluationResult]:
-        """Scores of the criteria this evaluator owns; none for the others."""
+        """An `EvaluationResult` per criterion scored. `criteria` are this evaluator's own:
+        those listed under it in the scenario, never another evaluator's. A result for a
+        criterion not among them is refused, and an exception makes the run's outcome
+        `error` (the evaluator's fault, not the agent's): both are said, with the scenario
+        file and the evaluator's place in it, in metrics.json, the console and the reports."""
 
     def owned(self, criteria: Sequence[Criterion], names: Sequence[str]) -> list[Criterion]:
         """Those of `criteria` named in `names`, in `names`' order."""

@@ -1,12 +1,18 @@
 """Running a scenario's evaluators on one run (AgentDock's runner, specs/agentdock-algorithms.md):
-every evaluator is given every criterion and scores the ones it owns; one that raises gives an
-error result for its own criteria and the others still run; the overall score normalises and
-weights the results (`base.overall_score`)."""
+each evaluator is handed its own criteria (those listed under it in the scenario; AgentDock
+hands every evaluator every criterion, which let one score another's) and its results for any
+other criterion are refused; one that raises gives an error result for its own criteria and
+the others still run. Either is an evaluator failure (`errors`), which makes the run's outcome
+`error`, said with the scenario file and the evaluator's place in it. The overall score
+normalises and weights the results (`base.overall_score`)."""
 
 from __future__ import annotations
 
+import inspect
 import json
+import os
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -52,6 +58,7 @@ def evaluation_input(
             call.command,
             result.exit_code if result else None,
             result.output if result else "",
+            call.agent_tool,
         )
         for call, result in paired_calls(events)
     ]
@@ -105,7 +112,7 @@ class Memo:
                 input.response,
                 json.dumps(input.ground_truth, sort_keys=True, default=str),
                 json.dumps(dict(input.context), sort_keys=True, default=str),
-                json.dumps(list(input.events), sort_keys=True, default=str),
+                json.dumps(_as_before(input.events), sort_keys=True, default=str),
             ]
         )
 
@@ -138,6 +145,20 @@ class Memo:
             write_json(self.path, {"format": 1, "answers": self._new})
 
 
+def _as_before(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The events as a memo key held them before tool names were normalised (a tool call's
+    `tool` was the agent's own name, "bash" when unknown, and there was no `agent_tool`):
+    evaluating a run again after that change asks no model the same question twice."""
+    out: list[Mapping[str, Any]] = []
+    for event in events:
+        if event.get("event") == "tool_call" and "agent_tool" in event:
+            before = {k: v for k, v in event.items() if k != "agent_tool"}
+            before["tool"] = event["agent_tool"] if event["agent_tool"] is not None else "bash"
+            event = before
+        out.append(event)
+    return out
+
+
 class Purse(Protocol):
     """The session budget, as the evaluators that call a model draw on it."""
 
@@ -158,13 +179,21 @@ def run_evaluators(
     default_model: str | None = None,
     purse: Purse | None = None,
     memo: Memo | None = None,
+    places: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Every evaluator's results, their overall score and the errors, as metrics.json holds
     them under `evaluators`. `refused` lists the evaluators that may not call their model now
-    (money switch, key, budget): the run's evaluation is then incomplete."""
+    (money switch, key, budget): the run's evaluation is then incomplete. `errors` lists the
+    evaluators' failures (one raised, or returned a result for a criterion not its own, or
+    something that is no EvaluationResult): the run's outcome is then `error`. `places` says
+    where each spec is written (`scenarios/x.yaml:12, evaluation.evaluators[2]`), for them."""
     started = time.monotonic()
+    where = list(places) if places is not None else []
+    where += [f"evaluation.evaluators[{i}]" for i in range(len(where), len(specs))]
     try:
-        return _run(specs, input, own, project_root, models, default_model, purse, memo, started)
+        return _run(
+            specs, input, own, project_root, models, default_model, purse, memo, started, where
+        )
     finally:
         if memo is not None:
             memo.save()
@@ -180,15 +209,17 @@ def _run(
     purse: Purse | None,
     memo: Memo | None,
     started: float,
+    places: Sequence[str],
 ) -> dict[str, Any]:
     criteria = criteria_of(specs)
-    known = {c.name for c in criteria}
     results: list[EvaluationResult] = []
     errors: list[str] = []
     refused: list[str] = []
     reused: list[str] = []
     cost: float | None = 0.0
     for index, spec in enumerate(specs):
+        named = f"evaluator {spec.type} ({places[index]})"
+        cls: type[Evaluator] | None = None
         try:
             cls = evaluator_class(spec.type, own, project_root)
             evaluator = cls(cls.Config.model_validate(spec.config))
@@ -199,9 +230,7 @@ def _run(
                 reused.append(spec.type)
                 continue
             if cls.calls_model:
-                why, held = _may_spend(
-                    evaluator, spec, index, input, criteria, models, default_model, purse
-                )
+                why, held = _may_spend(evaluator, spec, index, input, models, default_model, purse)
                 if why is not None:
                     refused.append(why)
                     results.extend(
@@ -210,30 +239,29 @@ def _run(
                     )
                     continue
             try:
-                found = evaluator.evaluate(input, criteria)
+                # Its own criteria only: another evaluator's are not its to score.
+                found = evaluator.evaluate(input, list(spec.criteria))
             finally:
                 if cls.calls_model:
                     spent = evaluator.cost_usd
                     cost = None if cost is None or spent is None else cost + spent
                     if purse is not None and held is not None:
                         purse.settle(f"{spec.type}#{index}", spent, held)
-            if asked is not None and memo is not None:
-                memo.put(asked, [r for r in found if r.criterion in known])
         except Exception as exc:  # noqa: BLE001 - one evaluator's failure is its own result
-            message = f"evaluator {spec.type} failed: {type(exc).__name__}: {exc}"
+            # Where in its own code (not for a class that could not even be loaded: llmtt's
+            # message says what is wrong).
+            at = _raised_at(exc, cls) if cls is not None else ""
+            message = f"{named} raised {type(exc).__name__}: {exc}{at}"
             errors.append(message)
             results.extend(
                 EvaluationResult(c.name, None, spec.type, error=message) for c in spec.criteria
             )
             continue
-        for result in found:
-            if result.criterion in known:
-                results.append(result)
-            else:
-                errors.append(
-                    f"evaluator {spec.type} scored {result.criterion!r}, which is no criterion "
-                    "of the scenario: left out"
-                )
+        accepted, refusals = _accepted(found, spec, named)
+        errors.extend(refusals)
+        results.extend(accepted)
+        if asked is not None and memo is not None and not refusals:
+            memo.put(asked, accepted)
     return {
         "overall_score": overall_score(results, criteria),
         "results": [r.record() for r in results],
@@ -248,12 +276,75 @@ def _run(
     }
 
 
+def _accepted(
+    found: Any, spec: EvaluatorSpec, named: str
+) -> tuple[list[EvaluationResult], list[str]]:
+    """Of what an evaluator returned, the results it may give (EvaluationResults for its own
+    criteria, with a score of a known type) and why each other thing was refused."""
+    own = [c.name for c in spec.criteria]
+    if not isinstance(found, Sequence) or isinstance(found, str | bytes):
+        return [], [
+            f"{named} returned {_shown(found)}, not a list of EvaluationResult: its results "
+            "are left out"
+        ]
+    accepted: list[EvaluationResult] = []
+    refusals: list[str] = []
+    for result in found:
+        if not isinstance(result, EvaluationResult):
+            refusals.append(f"{named} returned {_shown(result)}, not an EvaluationResult: left out")
+        elif not isinstance(result.criterion, str) or result.criterion not in own:
+            refusals.append(
+                f"{named} scored {result.criterion!r}, which is not one of its criteria "
+                f"({', '.join(own)}): left out"
+            )
+        elif result.score is not None and not isinstance(result.score, bool | int | float | str):
+            refusals.append(
+                f"{named} scored {result.criterion!r} with {_shown(result.score)}; a score is a "
+                "bool, an int, a float, a str or None: left out"
+            )
+        else:
+            accepted.append(result)
+    return accepted, refusals
+
+
+def _shown(value: Any) -> str:
+    """A value an evaluator returned, as a message names it."""
+    text = repr(value)
+    return f"a {type(value).__name__} ({text[:80]}{'...' if len(text) > 80 else ''})"
+
+
+def _raised_at(exc: BaseException, cls: type[Evaluator]) -> str:
+    """Where an evaluator's exception was raised: the innermost line of the evaluator's own
+    module, else the innermost line (" (at my_evaluators.py:12, in evaluate)")."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    try:
+        module: str | None = os.path.realpath(inspect.getfile(cls))
+    except (TypeError, OSError):
+        module = None
+    own = [f for f in frames if module and os.path.realpath(f.filename) == module]
+    frame = own[-1] if own else frames[-1]
+    path = frame.filename
+    try:
+        relative = os.path.relpath(path)
+        path = relative if not relative.startswith("..") else path
+    except ValueError:
+        pass
+    return f" (at {path}:{frame.lineno}, in {frame.name})"
+
+
+def evaluator_failures(evaluated: Mapping[str, Any] | None) -> list[str]:
+    """The evaluators' failures of a run's evaluation (metrics.json's `evaluators`): when there
+    is one, the run's outcome is `error`."""
+    return list((evaluated or {}).get("errors") or [])
+
+
 def _may_spend(
     evaluator: Evaluator,
     spec: EvaluatorSpec,
     index: int,
     input: EvaluationInput,
-    criteria: Sequence[Criterion],
     models: Mapping[str, ModelSpec] | None,
     default_model: str | None,
     purse: Purse | None,
@@ -272,7 +363,7 @@ def _may_spend(
     if why is not None:
         return why, None
     evaluator.model = model
-    amount = evaluator.cost_hold(input, criteria)
+    amount = evaluator.cost_hold(input, list(spec.criteria))
     if purse is not None and not model.free:
         try:
             purse.hold(f"{spec.type}#{index}", amount)

@@ -3,6 +3,11 @@ TODO): per rule, how often the agent called a tool (optionally: a tool call that
 target command with a given subcommand), whether that count is within bounds, and whether the
 first such call's command matches a pattern.
 
+Tools are matched by llmtt's name for them (`llmtt.events.tool_name`: claude-code's `Bash`,
+codex's `exec_command` and opencode's `bash` are all `shell`), on the rule's side too: a rule
+may name the tool as llmtt does or as one agent does, and it means the same tool under every
+agent (docs/metrics.md, "Tool names").
+
 As in AgentDock, a tool that was not called fails the rule only when the rule requires it
 (`required`, or `min_calls` of 1 or more); an optional tool not called passes. (AgentDock scores
 that case 0 on a numeric scale; here a pass is a pass on every scale.)
@@ -35,13 +40,21 @@ from llmtt.evaluation.evaluators.rule_based import (
     score_by_rule,
     search,
 )
+from llmtt.events import SHELL, tool_name
 from llmtt.spec.evaluation import Criterion
 
 
 class ToolRule(CriterionRule):
     """One check of the run's tool calls, scoring one criterion."""
 
-    tool: str = Field("bash", min_length=1, description="The tool's name, as events record it.")
+    tool: str = Field(
+        SHELL,
+        min_length=1,
+        description="The tool: llmtt's name for it (`shell`, `read`, `write`, `edit`, `patch`, "
+        "`glob`, `grep`, `list`, `web_fetch`, `web_search`, `todo`, `task`), or an agent's "
+        "own name, which means the same tool under every agent (`Bash`, `exec_command` and "
+        "`bash` are all `shell`); another name is matched as it is.",
+    )
     target_subcommand: str | None = Field(
         None,
         min_length=1,
@@ -101,7 +114,8 @@ class ToolUsageEvaluator(Evaluator):
     def _score(
         self, rule: ToolRule, input: EvaluationInput, criterion: Criterion
     ) -> EvaluationResult:
-        calls = [c for c in input.tool_calls if c.tool == rule.tool]
+        wanted_tool = tool_name(rule.tool)
+        calls = [c for c in input.tool_calls if tool_name(c.tool) == wanted_tool]
         named = f"tool '{rule.tool}'"
         if rule.target_subcommand is not None:
             targets = input.context.get("target_commands")

@@ -57,10 +57,7 @@ class Project:
         if shared is not None and shared[0] is self and shared[1] == environ:
             return shared[2]
         config = self.config
-        inline = [s.spec.target for s in self.scenarios]
-        targets = [config.target, *config.targets.values()]
-        targets += [t for t in inline if isinstance(t, TargetSpec)]
-        envs = [_as_given(t.env) for t in targets]
+        envs = [_as_given(t.env) for t in self.target_tables()]
         envs += [a.env for a in config.agents.values()]
         names = [m.api_key_env for m in config.models.values() if m.api_key_env]
         made = Redactor(*envs, names=names)
@@ -68,6 +65,16 @@ class Project:
             _REDACTORS.clear()
         _REDACTORS[id(self)] = (self, environ, made)
         return made
+
+    def target_tables(self) -> list[TargetSpec]:
+        """Every target it writes: [target], the [targets.X] tables, the scenarios' own."""
+        config = self.config
+        own = [s.spec.target for s in self.scenarios if isinstance(s.spec.target, TargetSpec)]
+        return [config.target, *config.targets.values(), *own]
+
+    def referenced_variables(self) -> list[str]:
+        """The variables of llmtt's environment that its targets' env values name."""
+        return sorted({name for t in self.target_tables() for _, name in referenced(t.env)})
 
     def scenario(self, name: str) -> LoadedScenario:
         """The scenario called `name`."""

@@ -180,7 +180,7 @@ def _remote_job(
             session.root,
             session.results,
             session.ledger,
-            key_names(project.config),
+            key_names(project),
         )
     except LlmttError as exc:
         # No layer can go anywhere: the invocation ends on this one line.

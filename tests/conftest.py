@@ -38,6 +38,9 @@ env.GIT_COMMITTER_NAME = "t"
 env.GIT_COMMITTER_EMAIL = "t@example.invalid"
 """
 
+# A project's smallest target: a tool no test's commands run, so a run measures no command.
+TOOL_TOML = '[target]\nbinary = "mytool"\n'
+
 
 # The pinned agent CLIs (`./scripts/setup test` installs them) and llmtt's own loop, driven alike.
 CLI_AGENTS = ("claude-code", "opencode", "codex", "litellm")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import DOIT
+from conftest import DOIT, TOOL_TOML
 
 from llmtt.commands.main import main as llmtt_main
 
@@ -184,7 +184,10 @@ def build(tmp_path: Path, files: Files) -> Path:
     (out / "t.j2").write_text("{{ summary }}\n")
     root = tmp_path / "proj"
     (root / "scenarios").mkdir(parents=True)
-    for rel, entry in {T: "", S: OK, **files}.items():
+    files = {T: "", S: OK, **files}
+    if isinstance(files[T], str) and "[target]" not in files[T]:
+        files[T] += "\n" + TOOL_TOML  # after the case's own lines: their numbers stay
+    for rel, entry in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(entry, str):
@@ -275,7 +278,7 @@ def doit(root: Path, *args: str, env: dict[str, str] | None = None) -> Ran:
     return Ran(proc.returncode, proc.stdout, proc.stderr)
 
 
-SELECTION_TOML = "[variants.docs]\nfiles = {}\n"
+SELECTION_TOML = "[variants.docs]\nfiles = {}\n" + TOOL_TOML
 ALPHA = "task: {prompt: a}\ntags: [smoke]\ntier: 1\nsolution: ['true']\n"
 BETA = "task: {prompt: b}\ntier: 2\nsolution: ['true']\n"
 VARIABLES = "scenario, tag, tier, agent, model, variant, repeats, budget"
@@ -304,11 +307,13 @@ DOIT_CASES = [
     pytest.param(["run", "Scenario=alpha"], ["unknown variable Scenario=alpha; did you mean 'scenario'?"], id="variable-capitalised"),
     pytest.param(["run", "budgett=1"], ["unknown variable budgett=1; did you mean 'budget'?"], id="variable-budget-misspelt"),
     pytest.param(["run", "tag=smok"], ["tag=smok: no scenario has this tag; did you mean 'smoke'? (tags: smoke)"], id="tag-matches-nothing"),
-    pytest.param(["run", "tier=7"], ["tier=7: no scenario is of this tier (tiers: 1, 2)"], id="tier-matches-nothing"),
+    pytest.param(["run", "tier=0"], ["tier=0: no scenario is of tier 0 or below (tiers: 1, 2)"], id="tier-matches-nothing"),
+    pytest.param(["run", "tier=3-9"], ["tier=3-9: no scenario is of a tier from 3 to 9 (tiers: 1, 2)"], id="tier-range-matches-nothing"),
+    pytest.param(["run", "tier=2-1"], ["tier= takes a whole number N (tiers 0 to N) or a range A-B"], id="tier-range-backwards"),
     pytest.param(["run", "agent=oracel"], ["agent=oracel: unknown agent 'oracel'; did you mean 'oracle'"], id="agent-matches-nothing"),
     pytest.param(["run", "model=gpt"], ["model=gpt: none of the selected agents (oracle) takes a model"], id="model-used-by-no-run"),
     pytest.param(["run", "variant=doc"], ["variant=doc: no [variants.doc] table in llmtt.toml; did you mean 'docs'?"], id="variant-matches-nothing"),
-    pytest.param(["run", "scenario=alpha", "tier=2"], ["scenario=alpha tier=2: selects no run"], id="values-that-match-nothing-together"),
+    pytest.param(["run", "scenario=alpha", "tier=2-2"], ["scenario=alpha tier=2-2: selects no run"], id="values-that-match-nothing-together"),
     pytest.param(["run", "agent=oracle,oracle"], ["agent=oracle,oracle: 'oracle' is listed twice"], id="agent-listed-twice"),
     pytest.param(["run", "agent=litellm", "model=a/b,a_b"], ["model=a/b,a_b: 'a/b' and 'a_b' make the same run folder name 'a_b'"], id="models-one-folder"),
     pytest.param(["info", "nope"], ["llmtt: doit info nope: not a task of this project's runs"], id="info-unknown-task"),
@@ -429,7 +434,9 @@ def _runtime_project(root: Path, first_solution: str) -> None:
     # Run `a`'s command breaks the project from inside a run: only an unconfined run can
     # (tests/execution/test_confinement.py proves a confined one cannot).
     (root / T).write_text(
-        "[isolation]\nmode = 'none'\n[matrix]\nvariants = ['docs']\n" + variant("AGENTS.md")
+        "[isolation]\nmode = 'none'\n[matrix]\nvariants = ['docs']\n"
+        + variant("AGENTS.md")
+        + TOOL_TOML
     )
     (root / "guide.md").write_text("guidance\n")
     gate = "evaluation:\n  gates:\n    - {type: file_exists, path: AGENTS.md}\n"
@@ -551,7 +558,7 @@ def _blessed_two_runs(tmp_path: Path) -> Path:
     root = tmp_path / "proj"
     (root / "scenarios").mkdir(parents=True)
     (root / "dodo.py").write_text("from llmtt.tasks import *  # noqa: F403\n")
-    (root / T).write_text("")
+    (root / T).write_text(TOOL_TOML)
     (root / "scenarios/alpha.yaml").write_text(ALPHA)
     (root / "scenarios/beta.yaml").write_text(BETA)
     assert doit(root, "run").code == 0

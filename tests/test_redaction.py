@@ -250,9 +250,10 @@ def test_a_project_redactor_knows_every_env_table_and_model_key_variable(
         "llmtt.toml",
         """\
         [target]
+        binary = "mytool"
         env = { DEPLOY_TOKEN = "fromTarget1234" }
         [targets.other]
-        env = { SIGNING_PASSWORD = "fromTargets5678" }
+        env = { SIGNING_PASSWORD = "fromTargets5678", SERVICE_TOKEN = "${PLAIN_SOURCE}" }
         [agents.oracle]
         env = { AGENT_SECRET = "fromAgent9012" }
         [models.m]
@@ -264,9 +265,14 @@ def test_a_project_redactor_knows_every_env_table_and_model_key_variable(
         "task: {prompt: x}\ntarget: {env: {SCENARIO_TOKEN: fromScenario3456}}\n",
     )
     monkeypatch.setenv("MODEL_CREDS_VAR", "fromModelVar7890")
+    # A target's `${NAME}` is the variable's value, a secret when the target's name says so.
+    monkeypatch.setenv("PLAIN_SOURCE", "fromReference4321")
     redact = load_project(project.root).redactor()
-    text = "fromTarget1234 fromTargets5678 fromAgent9012 fromScenario3456 fromModelVar7890"
-    assert redact(text) == " ".join([MASK] * 5)
+    text = (
+        "fromTarget1234 fromTargets5678 fromAgent9012 fromScenario3456 fromModelVar7890 "
+        "fromReference4321"
+    )
+    assert redact(text) == " ".join([MASK] * 6)
 
 
 def test_a_large_text_is_redacted_quickly() -> None:

@@ -67,6 +67,7 @@ evaluation:
 """
 SETUP_FAILS = """\
 description: A setup whose failure quotes a secret.
+target: git
 task: {prompt: Anything.}
 setup:
   commands:
@@ -92,7 +93,8 @@ def planted(copy: Path, judge_url: str) -> None:
         f'\n[agents.oracle]\nenv = {{ AGENT_SECRET = "{FROM_AGENT}" }}\n'
         f'\n[models.judge-m]\nlitellm = "openai/judge-m"\napi_base = "{judge_url}"\n'
         'api_key_env = "JUDGE_KEY"\ninput_usd_per_mtok = 1.0\noutput_usd_per_mtok = 1.0\n'
-        '\n[judge]\nmodel = "judge-m"\n'
+        # Its gates fail, and the judge must still see (and not leak) the run's text.
+        '\n[judge]\nmodel = "judge-m"\nwhen = "always"\n'
     )
     (copy / "llmtt.toml").write_text(toml)
     (copy / "rubrics").mkdir()
@@ -225,7 +227,7 @@ def test_error_messages_on_the_console_mask_secrets(
     set in the environment or one that looks like a key."""
     from llmtt.commands.main import main
 
-    project.write("llmtt.toml", "")
+    project.write("llmtt.toml", '[target]\nbinary = "mytool"\n')
     project.write("scenarios/s.yaml", "task: {prompt: Do it.}\nsolution: ['true']\n")
     typo = project.doit("run", f"scenario={FROM_PROCESS}", env={"MY_API_KEY": FROM_PROCESS})
     assert typo.code != 0 and "no such scenario" in typo.err, typo.err

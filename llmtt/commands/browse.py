@@ -17,7 +17,7 @@ def scenarios(root: Path, tags: list[str], tiers: list[str]) -> int:
         s
         for s in project.scenarios
         if (not selection.tags or set(selection.tags) & set(s.spec.tags))
-        and (not selection.tiers or s.spec.tier in selection.tiers)
+        and selection.tier_selected(s.spec.tier)
     ]
     if not chosen:
         known = {t for s in project.scenarios for t in s.spec.tags}

@@ -16,7 +16,7 @@ from llmtt.errors import LlmttError
 DOIT_VARIABLES = {
     "scenario": "only these scenarios, by name (comma list): doit run scenario=git-first-commit",
     "tag": "only scenarios with one of these tags: doit run tag=smoke,git",
-    "tier": "only scenarios of these tiers: doit run tier=1,2",
+    "tier": "scenarios of tier N and below (0 = smoke), or of tiers A to B: doit run tier=1 (2-2)",
     "agent": "replace the matrix's agents: doit run agent=claude-code",
     "model": "replace the matrix's models: doit run model=scripted",
     "variant": "replace the matrix's variants ('none' lays no files): doit run variant=v1,v2",
@@ -72,7 +72,10 @@ def _parser() -> argparse.ArgumentParser:
         "--tag", "--tags", action="append", default=[], help="only these tags (comma list)"
     )
     scenarios.add_argument(
-        "--tier", action="append", default=[], help="only these tiers (comma list)"
+        "--tier",
+        action="append",
+        default=[],
+        help="only tier N and below (the seed's --tier N), or tiers A to B (A-B)",
     )
     show = command(
         "show",
@@ -257,11 +260,14 @@ def main(argv: list[str] | None = None) -> int:
         os.execv(sys.executable, [sys.executable, "-m", "llmtt.taskgraph", *argv[1:]])
     parser = _parser()
     args = parser.parse_args(argv)
+    from llmtt.redaction import console
+    from llmtt.spec.variables import apply_seed_names
+
+    for warning in apply_seed_names():  # the seed's LLM_TOOL_TEST_* names
+        print(console(f"llmtt: warning: {warning}"), file=sys.stderr)
     try:
         return _dispatch(args)
     except LlmttError as exc:
-        from llmtt.redaction import console
-
         print(console(f"llmtt: {exc}"), file=sys.stderr)
         return 2
 

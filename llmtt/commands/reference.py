@@ -92,8 +92,12 @@ equal to the model under test is refused unless `[judge] allow_same_model = true
 paid model needs `LLMTT_ENABLED=1` and the model's key (`[models.<name>] api_key_env`, else
 the provider's usual variable), and the judge holds its expected cost in the session budget
 (`[budget] max_usd`, `LLMTT_BUDGET_USD`); a judge that may not run is not asked, and its run
-stays pending with the reason in the reports. The run passes only when every gate passes and
-the judge's weighted score reaches `pass_threshold`. See the README, "The litellm agent, the
+stays pending with the reason in the reports. As in the seed, the judge is asked about a run
+only when every gate passed (`[judge] when = "gates_pass"`; `"always"` asks about every run).
+The run passes only when every gate passes and the judge's weighted score reaches
+`pass_threshold`. The seed's names `LLM_TOOL_TEST_ENABLED`, `LLM_TOOL_TEST_BUDGET_USD` and
+`LLM_TOOL_TEST_JUDGE` stand for `LLMTT_ENABLED`, `LLMTT_BUDGET_USD` and `LLMTT_JUDGE` (llmtt's
+own wins when both are set). See the README, "The litellm agent, the
 judge, and money".
 
 ## The rubric format

@@ -250,12 +250,14 @@ def settle(
     judge: dict[str, Any] | None,
     *,
     refused: str | None = None,
+    note: str | None = None,
 ) -> dict[str, Any]:
     """The outcome from gates and judge: metrics.json, result.json, a results.jsonl line;
     returns the result record (redacted, like the files it goes into).
 
     A run not carried out (its agent or, `refused`, its judge) gets outcome `error` and no
-    results.jsonl line: it stays pending, and the reports list it.
+    results.jsonl line: it stays pending, and the reports list it. `note` is added to the
+    outcome's reason (a judge not asked, and why).
     """
     redact = project.redactor()
     if info["status"] == "error":
@@ -271,6 +273,8 @@ def settle(
         outcome, reason = "error", f"an evaluator failed: {why}"
     else:
         outcome, reason = decide(gates, judge, timed_out_after=_timed_out_after(run, info))
+    if note is not None:
+        reason += f"; {note}"
     # A script that failed without deciding anything is said where every report shows it.
     reason += "".join(f"; warning: {w}" for w in metrics.get("warnings", []))
     score = judge.get("weighted_score") if judge is not None else None
@@ -325,6 +329,16 @@ def judge_run(
     if info["status"] == "error":
         write_json(run.dir / "judge.json", {"format": 1, "skipped": "run could not be carried out"})
         return settle(project, run, records, info, metrics, gates, None)
+    if run.judge.when == "gates_pass" and not all(g["passed"] for g in gates):
+        # The seed's rule: the judge grades runs whose gates passed; this one fails on its
+        # gates, and nothing is paid for a verdict that could not change that.
+        failed = sum(not g["passed"] for g in gates)
+        why = (
+            f"the judge was not asked: {failed} gate(s) failed, and [judge] when is "
+            '"gates_pass" (set it to "always" to judge every run)'
+        )
+        write_json(run.dir / "judge.json", {"format": 1, "skipped": why, "not_asked": True})
+        return settle(project, run, records, info, metrics, gates, None, note=why)
     model = resolve_model(run.judge.model, project.config.models)
     rubric = project.rubrics[run.judge.rubric]
     prompt = build_prompt(

@@ -9,6 +9,7 @@ failed run: the spec makes them data capture and diagnostics, not pass/fail.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import tempfile
@@ -26,6 +27,7 @@ from llmtt.process.shell import ShellResult, run_shell
 from llmtt.spec.evaluation import PostScript
 from llmtt.spec.gates import ScriptSource
 from llmtt.spec.scenario import LoadedScenario
+from llmtt.spec.variables import expand_env
 
 if TYPE_CHECKING:
     from llmtt.plan.runs import Run
@@ -59,11 +61,24 @@ def script_env(run: Run, ws: Workspace) -> dict[str, str]:
         "TRANSCRIPT": str(run.dir / "transcript.raw.txt"),
         "EVENTS": str(run.dir / "events.jsonl"),
     }
-    env = ws.env(run.target.env)
+    env = ws.env(expand_env(run.target.env, workspace=str(ws.workspace), run_dir=str(run.dir)))
     env.update({f"LLMTT_{name}": value for name, value in told.items()})
     seed = {"RUN_DIR": "RESULTS_DIR"}
     env.update({f"LLM_TOOL_TEST_{seed.get(n, n)}": value for n, value in told.items()})
     return {**env, **workspace_vars(ws.workspace)}
+
+
+def at_workspace(env: Mapping[str, str], work: Path) -> dict[str, str]:
+    """`env` (a `script_env`) for a check working on the copy `work`: every variable that names
+    the run's workspace or a path in it (the told ones, a target.env value made from
+    `${LLMTT_WORKSPACE}`) names the same place in the copy."""
+    out = dict(env)
+    old = env.get("LLMTT_WORKSPACE")
+    if old:
+        for name, value in env.items():
+            if value == old or value.startswith(old + os.sep):
+                out[name] = str(work) + value[len(old) :]
+    return {**out, **workspace_vars(work)}
 
 
 def workspace_vars(workspace: Path) -> dict[str, str]:
@@ -126,7 +141,7 @@ def run_in_scratch(
         tmp = Path(scratch) / "tmp"
         tmp.mkdir()
         home = Path(scratch) / "home"
-        full = {**env, **make_home(home), "TMPDIR": str(tmp), **workspace_vars(work)}
+        full = {**at_workspace(env, work), **make_home(home), "TMPDIR": str(tmp)}
         # The copy and the HOME are shown, not the scratch folder: its tmp is the /tmp, and
         # /tmp must not hold itself.
         return checks.run(
@@ -170,7 +185,7 @@ def run_post_scripts(
     _copy(ws.home, home)
     records = []
     with tempfile.TemporaryDirectory(prefix="llmtt-post-") as tmp:
-        full = {**env, **home_env(home), "TMPDIR": tmp, **workspace_vars(work)}
+        full = {**at_workspace(env, work), **home_env(home), "TMPDIR": tmp}
         for index, spec in enumerate(posts, start=1):
             command = script_command(spec, run.scenario)
             result = checks.run(

@@ -46,6 +46,7 @@ from llmtt.redaction import Redactor
 from llmtt.scripted.server import ScriptedServer
 from llmtt.spec.config import CONTROL_VARIANT, ModelSpec, NetworkPolicy, control_removes
 from llmtt.spec.project import Project
+from llmtt.spec.variables import expand_env
 from llmtt.util.atomic import open_private, read_jsonl, write_json
 
 RUN_FORMAT = 1
@@ -255,7 +256,11 @@ def _run_agent(
         view = _view(ws, mounts, base)
     except WorkspaceError as exc:
         return _error(str(exc))
-    env = ws.env(run.target.env)
+    try:
+        target_env = expand_env(run.target.env, workspace=str(ws.workspace), run_dir=str(run.dir))
+    except LlmttError as exc:
+        return _error(str(exc))
+    env = ws.env(target_env)
     setup = run.scenario.spec.setup
     timeout = setup.timeout_secs or project.config.run.setup_timeout_secs
     with isolation.confined(base, view, setup_hosts) as confine:

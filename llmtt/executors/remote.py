@@ -301,10 +301,13 @@ def _forget_old(bundles: Path, keep: Path) -> None:
             pass
 
 
-def key_names(config: Any) -> list[str]:
-    """The variables holding keys that a project's layers may read."""
+def key_names(project: Any) -> list[str]:
+    """The variables holding keys that a project's layers may read (and those its targets'
+    env values name: a node expands them as the controller would)."""
+    config = project.config
     names = [m.api_key_env for m in config.models.values() if m.api_key_env]
     names += [n for a in config.agents.values() for n in a.pass_env]
+    names += project.referenced_variables()
     return sorted(set(names) | set(KEY_ENV))
 
 

@@ -28,7 +28,7 @@ from llmtt.spec.gates import Gate
 from llmtt.spec.loading import Loc, dotted, line_of
 from llmtt.spec.project import Project, folder_clash, folder_part, known_agents, unknown_variant
 from llmtt.spec.scenario import LoadedScenario, ScenarioMatrix
-from llmtt.spec.selection import Selection, listing, nearest
+from llmtt.spec.selection import Selection, listing, nearest, tier_text
 from llmtt.spec.skills import skill_files
 from llmtt.util import signatures as inputs
 from llmtt.util.hashing import Key, hash_file, hash_tree, hash_value
@@ -45,6 +45,7 @@ class JudgePlan:
     rubric: Path
     threshold: float
     key: Key
+    when: str = "gates_pass"  # [judge] when: the runs it is asked about
 
 
 @dataclass(frozen=True, eq=False)
@@ -208,9 +209,12 @@ def _check_selection(project: Project, selection: Selection) -> None:
             raise LlmttError(
                 f"tag={tag}: no scenario has this tag{nearest(tag, tags)} (tags: {listing(tags)})"
             )
-    for tier in selection.tiers:
-        if tier not in tiers:
-            raise LlmttError(f"tier={tier}: no scenario is of this tier (tiers: {listing(tiers)})")
+    for lo, hi in selection.tiers:
+        if not any(lo <= tier <= hi for tier in tiers):
+            which = f"tier {hi} or below" if lo == 0 else f"a tier from {lo} to {hi}"
+            raise LlmttError(
+                f"tier={tier_text((lo, hi))}: no scenario is of {which} (tiers: {listing(tiers)})"
+            )
     known = known_agents(project.config)
     for name in selection.agents:
         if name not in known:
@@ -257,7 +261,7 @@ def _selected(scenario: LoadedScenario, selection: Selection) -> bool:
         return False
     if selection.tags and not set(selection.tags) & set(spec.tags):
         return False
-    return not (selection.tiers and spec.tier not in selection.tiers)
+    return selection.tier_selected(spec.tier)
 
 
 def _axes(
@@ -331,13 +335,16 @@ def _judge_plan(project: Project, scenario: LoadedScenario) -> JudgePlan | None:
         _scripted_judge(project, scenario)
     rubric = project.rubric_path(scenario)
     assert rubric is not None  # a judge without a rubric fails validation
+    when = project.config.judge.when
     key = {
         "rubric": hash_file(rubric),
         "model": model,
         "threshold": str(settings.pass_threshold),
         "judge": f"{JUDGE_VERSION}/{project.config.judge.max_transcript_chars}",
+        # Which runs are judged; absent at the default, so that judge keys stay as they were.
+        **({"when": when} if when != "gates_pass" else {}),
     }
-    return JudgePlan(model, rubric, settings.pass_threshold, key)
+    return JudgePlan(model, rubric, settings.pass_threshold, key, when)
 
 
 def _scripted_judge(project: Project, scenario: LoadedScenario) -> None:

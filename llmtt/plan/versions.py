@@ -12,8 +12,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from llmtt.errors import LlmttError
 from llmtt.process.shell import run_shell, tool_path
 from llmtt.spec.config import TargetSpec
+from llmtt.spec.variables import expand_env, referenced
 from llmtt.util import signatures as inputs
 from llmtt.util.atomic import write_json
 from llmtt.util.hashing import hash_value
@@ -35,10 +37,18 @@ class Versions:
             self._cache = {}
 
     def target(self, target: TargetSpec) -> str:
-        """The output of the target's version command, or why it failed."""
+        """The output of the target's version command, or why it failed. It runs in the
+        project folder, which its env's workspace and run folder references then name."""
         if not target.version_command:
             return "unversioned"
-        return self.probe(target.version_command, target.binary, target.env)
+        here = str(self._cwd)
+        for _, name in referenced(target.env):
+            inputs.note_env(name)  # the plan cache is stale when it changes
+        try:
+            env = expand_env(target.env, workspace=here, run_dir=here)
+        except LlmttError as exc:
+            return f"error: cannot run: {exc}"
+        return self.probe(target.version_command, target.binary, env)
 
     def probe(self, command: str, binary: str | None, env: Mapping[str, str]) -> str:
         """The output of `command` (run with `env`), or `error: ...` saying why it failed."""

@@ -19,6 +19,7 @@ from pydantic import (
 from llmtt.errors import ConfigError
 from llmtt.spec.loading import read_toml
 from llmtt.spec.validation import validate
+from llmtt.spec.variables import reference_problem
 
 CONFIG_FILE = "llmtt.toml"
 
@@ -52,6 +53,9 @@ def check_command(command: str) -> str:
     return command
 
 
+# A target's fields that describe its tool, not the project: another binary does not take them.
+TOOL_FIELDS = ("command_pattern", "version_command", "health_check", "health_check_gate")
+
 # A shell command a user writes (a setup or solution command, a gate's, a health check).
 Command = Annotated[str, AfterValidator(check_command)]
 
@@ -73,7 +77,10 @@ class TargetSpec(Strict):
     env: dict[str, str] = Field(
         default_factory=dict,
         description="Variables set for the agent, the setup commands, the scripts, the gates and "
-        "the version command; a named target's or a scenario's env is merged over [target]'s.",
+        "the version command; a named target's or a scenario's env is merged over [target]'s. "
+        "A value may hold `${LLMTT_WORKSPACE}` (the process's workspace), `${LLMTT_RUN_DIR}` (the "
+        "run's folder; the seed's and ax-eval's names for both work too) and `${NAME}` (a "
+        "variable of llmtt's environment, which must be set); `$${` is a literal `${`.",
     )
     health_check: Command | None = Field(
         None,
@@ -88,13 +95,38 @@ class TargetSpec(Strict):
 
     _pattern = field_validator("command_pattern")(check_regex)
 
+    @field_validator("env")
+    @classmethod
+    def _references(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            problem = reference_problem(text)
+            if problem:
+                raise ValueError(f"{key}: {problem}")
+        return value
+
     def merged(self, override: TargetSpec) -> TargetSpec:
-        """This target with the fields `override` sets replacing its own (env is merged)."""
+        """This target with the fields `override` sets replacing its own (env is merged).
+
+        An override naming another tool (a binary of another file name) takes none of the
+        fields that describe this one's (`TOOL_FIELDS`): a `taskmgr` scenario in a project
+        whose [target] is git is neither versioned, matched nor health-checked as git. (A
+        target without a binary describes no tool: its fields go to every override.)"""
         data = self.model_dump()
+        if (
+            self.binary is not None
+            and override.binary is not None
+            and not self.same_tool(override.binary)
+        ):
+            for name in TOOL_FIELDS:
+                data[name] = TargetSpec.model_fields[name].default
         for name in override.model_fields_set:
             value = getattr(override, name)
             data[name] = {**self.env, **value} if name == "env" else value
         return TargetSpec.model_validate(data)
+
+    def same_tool(self, binary: str) -> bool:
+        """Whether `binary` is this target's tool (the same file name, any folder)."""
+        return self.binary is not None and Path(self.binary).name == Path(binary).name
 
     def effective_pattern(self) -> str | None:
         """The command pattern, or one derived from the binary's name when none is given."""
@@ -362,6 +394,14 @@ class JudgeSpec(Strict):
     )
     allow_same_model: bool = Field(
         False, description="Allow a judge model equal to the model under test."
+    )
+    when: Literal["gates_pass", "always"] = Field(
+        "gates_pass",
+        description='Which runs the judge is asked about: "gates_pass" (the seed\'s rule) only '
+        "those whose gates all passed, a run with a failed gate failing without the judge "
+        '(its evaluation.md says it was not asked); "always" every run carried out. Changing '
+        "it asks only about the runs not asked yet (a verdict given stands) and runs no agent "
+        "again.",
     )
     max_transcript_chars: int = Field(
         20000, gt=0, description="The run's events shown to the judge are cut past this size."

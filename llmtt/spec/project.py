@@ -22,6 +22,7 @@ from llmtt.spec.rubric import Rubric, load_rubric
 from llmtt.spec.scenario import LoadedScenario, ScenarioMatrix, load_scenario
 from llmtt.spec.skills import read_skill, skill_files
 from llmtt.spec.validation import problems_from
+from llmtt.spec.variables import expand_env, referenced
 from llmtt.util import signatures as inputs
 
 # The redactors made by `Project.redactor`, by project: (project, environment, redactor).
@@ -58,17 +59,24 @@ class Project:
         if shared is not None and shared[0] is self and shared[1] == environ:
             return shared[2]
         config = self.config
-        envs = [config.target.env]
-        envs += [t.env for t in config.targets.values()]
+        envs = [_as_given(t.env) for t in self.target_tables()]
         envs += [a.env for a in config.agents.values()]
-        inline = [s.spec.target for s in self.scenarios]
-        envs += [t.env for t in inline if isinstance(t, TargetSpec)]
         names = [m.api_key_env for m in config.models.values() if m.api_key_env]
         made = Redactor(*envs, names=names)
         if len(_REDACTORS) >= 8:
             _REDACTORS.clear()
         _REDACTORS[id(self)] = (self, environ, made)
         return made
+
+    def target_tables(self) -> list[TargetSpec]:
+        """Every target it writes: [target], the [targets.X] tables, the scenarios' own."""
+        config = self.config
+        own = [s.spec.target for s in self.scenarios if isinstance(s.spec.target, TargetSpec)]
+        return [config.target, *config.targets.values(), *own]
+
+    def referenced_variables(self) -> list[str]:
+        """The variables of llmtt's environment that its targets' env values name."""
+        return sorted({name for t in self.target_tables() for _, name in referenced(t.env)})
 
     def scenario(self, name: str) -> LoadedScenario:
         """The scenario called `name`."""
@@ -97,6 +105,14 @@ class Project:
             if candidate.is_file():
                 return candidate
         return self.root / name
+
+
+def _as_given(env: dict[str, str]) -> dict[str, str]:
+    """A target's values as its processes get them (`${NAME}`: the variable's value); those
+    naming a variable that is not set are left out (no process gets them)."""
+    unset = {key for key, name in referenced(env) if name not in os.environ}
+    made = expand_env(env, workspace="", run_dir="", strict=False)
+    return {key: value for key, value in made.items() if key not in unset}
 
 
 def load_project(root: Path, only: Path | None = None) -> Project:
@@ -155,6 +171,7 @@ def load_project(root: Path, only: Path | None = None) -> Project:
         for s in scenarios
         if not s.spec.solution and "oracle" in config.matrix.agents
     ]
+    warnings += _unset_variables(project)
     return Project(root, config, scenarios, project.rubrics, warnings, config_lines)
 
 
@@ -532,6 +549,8 @@ def _cross_check(project: Project) -> list[Problem]:
                     f"(declared: {', '.join(known) or 'none'})",
                 )
             )
+        else:
+            problems.extend(_no_target(project, scenario))
         problems.extend(_fixture_problems(project, scenario, fixtures))
         problems.extend(_script_problems(project, scenario))
         problems.extend(_evaluator_problems(project, scenario))
@@ -557,6 +576,63 @@ def _cross_check(project: Project) -> list[Problem]:
                 except ConfigError as exc:
                     problems.extend(exc.problems)
     return problems
+
+
+def _no_target(project: Project, scenario: LoadedScenario) -> list[Problem]:
+    """A scenario whose target names no tool: its runs would measure nothing (the seed asks
+    for a clear error)."""
+    target = project.target_for(scenario)
+    if target.binary or target.command_pattern:
+        return []
+    own = scenario.spec.target
+    if isinstance(own, str):
+        why = f"[targets.{own}] in llmtt.toml names no binary"
+    elif own is not None:
+        why = "neither this scenario's target nor llmtt.toml's [target] names a binary"
+    else:
+        why = "this scenario has no target and llmtt.toml's [target] names no binary"
+    return [
+        Problem(
+            scenario.path,
+            line_of(scenario.lines, ("target",), key=True),
+            "target",
+            f"no target tool: {why} (nor a command_pattern), so none of the agent's commands "
+            "would be measured; set [target] binary in llmtt.toml, or give this scenario "
+            "`target: {binary: mytool}` (or the name of a [targets.NAME] table)",
+        )
+    ]
+
+
+def _unset_variables(project: Project) -> list[Problem]:
+    """A warning for each variable a target's env names that is not set here: a run of it
+    cannot start until it is."""
+    toml = project.root / "llmtt.toml"
+    tables: list[tuple[Path, dict[Loc, int], Loc, TargetSpec]] = [
+        (toml, project.config_lines, ("target",), project.config.target)
+    ]
+    tables += [
+        (toml, project.config_lines, ("targets", n), t) for n, t in project.config.targets.items()
+    ]
+    tables += [
+        (s.path, s.lines, ("target",), s.spec.target)
+        for s in project.scenarios
+        if isinstance(s.spec.target, TargetSpec)
+    ]
+    found = []
+    for path, lines, loc, target in tables:
+        for key, name in referenced(target.env):
+            if name not in os.environ:
+                where = (*loc, "env", key)
+                found.append(
+                    Problem(
+                        path,
+                        line_of(lines, where),
+                        dotted(where),
+                        f"names the variable {name}, which is not set here; a run of this "
+                        "target cannot start until it is",
+                    )
+                )
+    return found
 
 
 def _evaluator_problems(project: Project, scenario: LoadedScenario) -> list[Problem]:

@@ -28,7 +28,9 @@ class Selection:
 
     scenarios: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
-    tiers: tuple[int, ...] = ()
+    # tier=N is the seed's `--tier N`: tiers 0 to N (0 = smoke, 1 = smoke + quick, ...);
+    # tier=A-B is tiers A to B, so tier=1-1 is tier 1 alone. Each is (lowest, highest).
+    tiers: tuple[tuple[int, int], ...] = ()
     agents: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     variants: tuple[str, ...] = ()
@@ -57,14 +59,14 @@ class Selection:
 
         adaptive = values.get("repeats", "").strip() == "auto"
         try:
-            tiers = tuple(int(t) for t in names("tier"))
+            tiers = tuple(_tier_range(t) for t in names("tier"))
             repeats = int(values["repeats"]) if values.get("repeats") and not adaptive else None
             if repeats is not None and repeats < 1:
                 raise ValueError(repeats)
         except ValueError:
             raise LlmttError(
-                "tier= takes whole numbers and repeats= a whole number >= 1 or auto "
-                "(e.g. tier=1,2 repeats=3)"
+                "tier= takes a whole number N (tiers 0 to N) or a range A-B (tiers A to B), and "
+                "repeats= a whole number >= 1 or auto (e.g. tier=1 tier=2-2 repeats=3)"
             ) from None
         return cls(
             scenarios=names("scenario"),
@@ -82,6 +84,8 @@ class Selection:
         parts = []
         for name in ("scenarios", "tags", "tiers", "agents", "models", "variants"):
             values = getattr(self, name)
+            if name == "tiers":
+                values = [tier_text(t) for t in values]
             if values:
                 parts.append(f"{name[:-1]}={','.join(str(v) for v in values)}")
         if self.repeats is not None:
@@ -90,10 +94,29 @@ class Selection:
             parts.append("repeats=auto")
         return " ".join(parts)
 
+    def tier_selected(self, tier: int) -> bool:
+        """Whether a scenario of `tier` is selected (every tier when tier= is not given)."""
+        return not self.tiers or any(lo <= tier <= hi for lo, hi in self.tiers)
+
     def repeats_of(self, scenario: str) -> int | None:
         """The repeats of this round of repeats=auto for a scenario that is compared (None: not
         known yet, or a scenario not compared)."""
         return dict(self.rounds or ()).get(scenario)
+
+
+def tier_text(tiers: tuple[int, int]) -> str:
+    """A tier range as tier= takes it: `N` for 0 to N, else `A-B`."""
+    lo, hi = tiers
+    return str(hi) if lo == 0 else f"{lo}-{hi}"
+
+
+def _tier_range(text: str) -> tuple[int, int]:
+    """`N` -> (0, N); `A-B` -> (A, B) (ValueError: neither, or A > B)."""
+    low, dash, high = text.partition("-")
+    lo, hi = (int(low), int(high)) if dash else (0, int(low))
+    if lo < 0 or hi < lo:
+        raise ValueError(text)
+    return lo, hi
 
 
 def nearest(name: str, known: Iterable[str]) -> str:

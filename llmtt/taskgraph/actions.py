@@ -185,7 +185,7 @@ def _remote_job(
             session.root,
             session.results,
             session.ledger,
-            key_names(project.config),
+            key_names(project),
         )
     except LlmttError as exc:
         # No layer can go anywhere: the invocation ends on this one line.
@@ -269,7 +269,9 @@ def judge_action(session: Session, spec: RunSpec) -> dict[str, Any]:
             judged = run.dir / "judge.json"
             cost = read_json(judged).get("cost_usd") if judged.exists() else None
             ledger.settle(key, cost, held[0])
-    values: dict[str, Any] = {"status": "ok"}
+    # Whether the judge was asked (a verdict stands when [judge] when changes: JudgeCheck).
+    asked = not read_json(run.dir / "judge.json").get("not_asked")
+    values: dict[str, Any] = {"status": "ok", "asked": asked}
     if record["outcome"] == "error":
         # Not judged (no budget, no key...): the layer stays pending, the reports list the run.
         values = {"status": "error", "error": record["outcome_reason"]}

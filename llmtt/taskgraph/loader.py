@@ -37,6 +37,7 @@ from doit.task import Task
 
 from llmtt.errors import LlmttError, no_space
 from llmtt.spec.selection import check_info
+from llmtt.spec.variables import apply_seed_names
 from llmtt.taskgraph.actions import console
 from llmtt.taskgraph.progress import quiet
 from llmtt.taskgraph.session import RUNNERS, WRITERS, Session
@@ -83,8 +84,13 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
         if not isinstance(own, dict):
             raise InvalidDodoFile(f"DOIT_CONFIG must be a dict, not {type(own).__name__}")
         own = dict(own)  # what the dodo file set itself (see llmtt.taskgraph.dodo.DodoConfig)
+        for warning in apply_seed_names():  # the seed's LLM_TOOL_TEST_* names
+            sys.stderr.write(console(f"llmtt: warning: {warning}\n"))
+        variables = dict(doit_cmd._CMDLINE_VARS or {})
+        if "agent" not in variables and os.environ.get("LLMTT_AGENTS"):
+            variables["agent"] = os.environ["LLMTT_AGENTS"]  # the agents when none are named
         try:
-            session = Session.load(Path.cwd().resolve(), doit_cmd._CMDLINE_VARS or {})
+            session = Session.load(Path.cwd().resolve(), variables)
             session.results.mkdir(parents=True, exist_ok=True)  # where doit's file goes
         except LlmttError as exc:
             fail(exc)

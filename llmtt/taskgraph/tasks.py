@@ -21,7 +21,7 @@ from doit.task import Task
 
 from llmtt.plan.cache import RunSpec
 from llmtt.taskgraph import actions
-from llmtt.taskgraph.uptodate import KeyCheck, LayersDone
+from llmtt.taskgraph.uptodate import JudgeCheck, KeyCheck, LayersDone
 from llmtt.taskgraph.warm import warm_workers
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def _run_tasks(session: Session, run: RunSpec, warm: Pending) -> Iterator[Task]:
             [(actions.judge_action, [session, run])],
             file_dep=[d + "metrics.json", d + "gates.json"],
             targets=[d + "judge.json", d + "result.json"],
-            uptodate=[KeyCheck("judge", run.keys["judge"], warm)],
+            uptodate=[JudgeCheck("judge", run.keys["judge"], warm)],
             clean=True,
             doc=f"LLM judge ({run.judge_model}) of {run.label}",
             verbosity=2,

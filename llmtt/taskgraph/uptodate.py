@@ -1,5 +1,6 @@
-"""When a layer is up to date: its content key unchanged since it last ran (`KeyCheck`), and, for
-a run's visible task under `doit list`/`doit info`, every layer of the run (`LayersDone`)."""
+"""When a layer is up to date: its content key unchanged since it last ran (`KeyCheck`; the
+judge's, `JudgeCheck`, lets a verdict stand whatever [judge] when says), and, for a run's visible
+task under `doit list`/`doit info`, every layer of the run (`LayersDone`)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,21 @@ class KeyCheck:
         return f"{self.layer} key ({self.reason})"
 
     __repr__ = __str__
+
+
+class JudgeCheck(KeyCheck):
+    """The judge layer's KeyCheck: a verdict the judge gave stands whatever [judge] when says
+    now, so changing it asks only about the runs the judge was not asked about (and pays for
+    nothing twice)."""
+
+    def __call__(self, task: Any, values: dict[str, Any]) -> bool:
+        saved = values.get("llmtt_key")
+        if values.get("asked") and isinstance(saved, dict):
+            mine = {k: v for k, v in saved.items() if k != "when"}
+            if "when" in self.key:
+                mine["when"] = self.key["when"]
+            values = {**values, "llmtt_key": mine}
+        return super().__call__(task, values)
 
 
 _FILE_REASONS = {

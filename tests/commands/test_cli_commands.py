@@ -61,7 +61,11 @@ def test_scenarios_lists_and_filters(project: Project) -> None:
     assert "2 of 2 scenarios" in done.stdout
     only = llmtt("scenarios", str(project.root), "--tags", "slow")
     assert "b  tier 2" in only.stdout and "a  tier 1" not in only.stdout
+    # --tier N is the seed's: tiers 0 to N; --tier A-B is tiers A to B.
     assert "1 of 2" in llmtt("scenarios", str(project.root), "--tier", "1").stdout
+    assert "2 of 2" in llmtt("scenarios", str(project.root), "--tier", "2").stdout
+    assert "b  tier 2" in llmtt("scenarios", str(project.root), "--tier", "2-2").stdout
+    assert "1 of 2" in llmtt("scenarios", str(project.root), "--tier", "2-2").stdout
     typo = llmtt("scenarios", str(project.root), "--tag", "smok")
     assert typo.returncode == 2 and "did you mean 'smoke'?" in typo.stderr
     assert len(typo.stderr.splitlines()) == 1, typo.stderr

@@ -144,6 +144,44 @@ def test_rubric_edit_rejudges_without_rerunning_agent_or_gates(
     assert sorted(again.executed()) == ["aggregate", "s/oracle/r1", "s/oracle/r1:judge"], again.out
 
 
+def test_the_judge_is_asked_about_runs_whose_gates_passed_unless_told_always(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    """The seed runs the judge "if enabled and gates pass" ([judge] when = "gates_pass", the
+    default): a run with a failed gate fails on its gates, nothing paid, and says so. Changing
+    the setting asks only about the runs not asked yet; no agent runs again, and a verdict the
+    judge gave stands whichever way it is set."""
+    url, handler = provider
+    handler.queue = [(200, chat_answer(good()))]
+    judged_project(project, url)
+    failing = (project.root / "scenarios/s.yaml").read_text().replace(".git/HEAD", "missing")
+    project.write("scenarios/f.yaml", failing)
+    assert project.doit("run", env=ENABLED).code == 0
+    assert len(handler.hits) == 1  # s, whose gate passed; never f
+    assert project.json("s/oracle/r1/metrics.json")["outcome"] == "pass"
+    metrics = project.json("f/oracle/r1/metrics.json")
+    assert metrics["outcome"] == "fail" and "judge_score" not in metrics
+    reason = metrics["outcome_reason"]
+    assert reason.startswith("gate 1 (file_exists): missing does not exist; the judge was not")
+    assert '1 gate(s) failed, and [judge] when is "gates_pass"' in reason
+    assert project.json("f/oracle/r1/judge.json")["not_asked"] is True
+    evaluation = (project.results() / "f/oracle/r1/evaluation.md").read_text()
+    assert "## Judge: not asked\n\nthe judge was not asked: 1 gate(s) failed" in evaluation
+    toml = project.root / "llmtt.toml"
+    said = toml.read_text()
+    toml.write_text(said.replace('model = "judge-m"', 'model = "judge-m"\nwhen = "always"'))
+    again = project.doit("run", env=ENABLED)
+    assert again.code == 0, again.out + again.err
+    assert len(handler.hits) == 2  # f alone: s's verdict stands
+    assert not [t for t in again.executed() if t.endswith((":agent", ":evaluate"))], again.out
+    assert "s/oracle/r1:judge" not in again.executed()
+    metrics = project.json("f/oracle/r1/metrics.json")
+    assert metrics["outcome"] == "fail" and metrics["judge_score"] == 0.8
+    toml.write_text(said)  # back to the default: the verdicts given stand, nothing is asked
+    back = project.doit("run", env=ENABLED)
+    assert len(handler.hits) == 2 and not [t for t in back.executed() if ":" in t], back.out
+
+
 def test_paid_judge_needs_the_switch(
     project: Project, provider: tuple[str, type[FakeProvider]]
 ) -> None:

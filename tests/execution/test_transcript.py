@@ -66,7 +66,7 @@ def test_an_agent_printing_past_the_cap_leaves_its_head_and_end(
     keeps the command and the first lines, a line saying what was cut, and the last lines; the
     events are read from the stream, not from the file, and keep their own cap."""
     monkeypatch.setattr(llmtt.execution.transcript, "MAX_TRANSCRIPT", 65536)
-    project.write("llmtt.toml", "")
+    project.write("llmtt.toml", '[target]\nbinary = "mytool"\n')
     project.write("scenarios/loud.yaml", "task: {prompt: Print.}\nsolution: ['seq 1 400000']\n")
     loaded = load_project(project.root)
     (run,) = build_plan(loaded, Selection()).runs

@@ -295,3 +295,20 @@ def test_runs_put_in_threads_by_doit_config_are_refused_not_carried_out(
     assert done.code != 0
     assert "set doit's parallel type to process" in done.out + done.err
     assert not (project.results() / "a" / "oracle" / "r1" / "run.json").exists()
+
+
+def test_a_node_is_given_the_variables_the_targets_env_names(project: Project) -> None:
+    """A target's `${NAME}` is expanded where the layer runs: a Ray node gets the controller's
+    value of each variable a target names, as it gets the model keys."""
+    from llmtt.spec.project import load_project
+
+    project.write(
+        "llmtt.toml",
+        GIT_TOML + '[models.m]\napi_key_env = "M_KEY"\n[targets.t]\nbinary = "t"\n'
+        'env = { A = "${FROM_TABLE}" }\n',
+    )
+    project.write(
+        "scenarios/s.yaml", "task: {prompt: x}\ntarget: {env: {B: '${env:FROM_SCENARIO}/x'}}\n"
+    )
+    names = remote.key_names(load_project(project.root))
+    assert {"M_KEY", "FROM_TABLE", "FROM_SCENARIO"} <= set(names)

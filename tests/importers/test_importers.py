@@ -2,9 +2,10 @@
 (tests/data/bashkit, written for these tests) becomes scenarios that run end to end with the
 oracle (its reference solutions from `--solutions`) and with an agent on the scripted model;
 records that cannot be carried over are reported by line; the weighted task score and rate are
-bashkit-eval's. `llmtt import llm-tool-test`: the seed's own scenario files (tests/data/
-llm_tool_test) become llmtt scenarios that load and run, with a report of what has no
-equivalent."""
+bashkit-eval's. `llmtt import llm-tool-test`: scenario files in the seed's and ax-eval's own formats, laid out
+as their projects lay them (tests/data/llm_tool_test/fixtures: templates/, rubrics/, an older
+file with the retired domain gates), become llmtt scenarios that validate and run, with a
+report of what changed or has no equivalent."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -154,55 +156,172 @@ def test_an_imported_dataset_runs_with_an_agent_on_the_scripted_model(project: P
 
 
 SEED = Path(__file__).parents[1] / "data" / "llm_tool_test"
+JUDGE_TOML = """
+[models.grader]
+litellm = "openai/grader"
+api_base = "{url}"
+api_key_env = "GRADER_KEY"
+input_usd_per_mtok = 1.0
+output_usd_per_mtok = 1.0
+"""
 
 
-def test_the_seeds_own_scenarios_import_with_a_report_of_what_did_not_carry_over(
-    project: Project,
-) -> None:
-    project.write("llmtt.toml", GIT_TOML)
-    done = subprocess.run(
-        [
-            str(BIN / "llmtt"),
-            "import",
-            "llm-tool-test",
-            str(SEED / "notes_commit.yaml"),
-            str(SEED / "domain_gates.yaml"),
-            "--out",
-            "scenarios",
-        ],
+def _import_seed(project: Project, *files: str, env: dict[str, str] | None = None) -> Any:
+    """`llmtt import llm-tool-test` of the seed project copied into `project` (seed/), run
+    from the project's folder, as a user who ran `llmtt init` in the seed project would."""
+    if not (project.root / "seed").exists():
+        shutil.copytree(SEED, project.root / "seed")
+    names = files or tuple(sorted(p.name for p in (SEED / "fixtures").glob("*.yaml")))
+    return subprocess.run(
+        [str(BIN / "llmtt"), "import", "llm-tool-test", *(f"seed/fixtures/{n}" for n in names)],
         cwd=project.root,
         capture_output=True,
         text=True,
         timeout=60,
+        env={**os.environ, **(env or {})},
     )
-    assert done.returncode == 1
-    seed = SEED / "notes_commit.yaml"
-    assert f"{seed}: cost.cache: false has no equivalent" in done.stderr
-    assert f"{seed}: tool_matrix gives its tools different models" in done.stderr
-    assert "opencode, claude-code x gpt-4o, claude-sonnet" in done.stderr
-    assert f"{seed}: fields not carried over: owner" in done.stderr
-    assert f"{SEED / 'domain_gates.yaml'}: evaluation.gates[0].type:" in done.stderr
-    assert "MinNotes" in done.stderr and "not imported" in done.stderr
-    written = project.root / "scenarios" / "notes_commit.yaml"
-    imported = yaml.safe_load(written.read_text())
-    assert imported["fixture"] == os.path.relpath(
-        SEED / "fixtures" / "notes", project.root / "scenarios"
+
+
+def test_the_seeds_own_files_import_validate_and_run_with_the_oracle(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    """Files laid out as the real projects lay theirs (fixtures/*.yaml, fixtures/templates/,
+    fixtures/rubrics/), an older one with the retired domain gates, `${AX_EVAL_FIXTURE_DIR}` in
+    target.env: imported, `llmtt validate` clean, run by doit with the oracle. The seed's
+    variable names do the work of llmtt's: LLM_TOOL_TEST_TOOL picks the agent,
+    LLM_TOOL_TEST_JUDGE the judge, LLM_TOOL_TEST_ENABLED lets it spend."""
+    url, handler = provider
+    handler.queue = [(200, chat_answer(GOOD_JUDGE))]
+    seed_env = {"LLM_TOOL_TEST_JUDGE": "grader"}
+    project.write("llmtt.toml", GIT_TOML + JUDGE_TOML.format(url=url))
+    shutil.rmtree(project.root / "scenarios")
+    done = _import_seed(project, env=seed_env)
+    assert done.returncode == 0, done.stderr
+    assert "wrote 5 scenario(s) to scenarios" in done.stdout
+    warned = done.stderr
+    gates = "seed/fixtures/notes_domain_gates.yaml"
+    assert (
+        f"{gates}:16: gates[0]: the retired gate MinNotes migrated (the seed's table) to " in warned
     )
-    assert imported["matrix"] == {
+    assert (
+        "command_json_path (command: ./notes list --format json, path: $, assertion: len >= 2)"
+        in warned
+    )
+    for kind in ("min_links", "SearchHit", "note_exists", "LinkExists", "TagExists"):
+        assert f"the retired gate {kind} migrated" in warned, kind
+    assert f"{gates}:26: gates[8]: gate type CommandSucceeds written as command_succeeds" in warned
+    assert f"{gates}:14: task: a text, the older form: written as task.prompt" in warned
+    assert f"{gates}:28: tool_matrix[0]: 'mock' is not an llmtt agent" in warned
+    help_check = "seed/fixtures/notes_help_check.yaml:16: target.health_check: './notes help': "
+    assert help_check + "many tools exit 1 on `help`" in warned
+    assert "write `./notes --version`, or one that accepts exit 1" in warned
+    commit = "seed/fixtures/notes_commit.yaml"
+    version = "target.health_check: 'git --version' is also the target's version_command"
+    assert f"{commit}:9: {version}" in warned
+    assert f"{commit}:42: cost.cache: false has no equivalent" in warned
+    assert "opencode, claude-code x gpt-4o, claude-sonnet" in warned
+    assert f"{commit}: fields not carried over: owner" in warned
+    scenarios = project.root / "scenarios"
+    imported = yaml.safe_load((scenarios / "notes_domain_gates.yaml").read_text())
+    assert imported["fixture"] == "../seed/fixtures/templates/notestore"  # fixtures/templates/
+    assert imported["target"]["env"] == {"NOTES_STORE": "${AX_EVAL_FIXTURE_DIR}/.notes"}
+    assert imported["tier"] == 0 and imported["run"] == {"timeout_secs": 300}  # seed defaults
+    assert [g["type"] for g in imported["evaluation"]["gates"]][:3] == [
+        "command_json_path",
+        "command_json_path",
+        "command_output_contains",
+    ]
+    judged = yaml.safe_load((scenarios / "notes_judged.yaml").read_text())
+    assert judged["evaluation"]["judge"] == {
+        "enabled": True,
+        "rubric": "seed/fixtures/rubrics/quality.yaml",  # fixtures/<rubric>, from the project
+        "pass_threshold": 0.5,
+    }
+    notes = yaml.safe_load((scenarios / "notes_commit.yaml").read_text())
+    assert notes["matrix"] == {
         "agents": ["opencode", "claude-code"],
         "models": ["gpt-4o", "claude-sonnet"],
     }
-    assert imported["target"]["health_check"] == "git --version"
-    assert imported["scripts"]["evaluators"][0]["name"] == "log_quality"
-    assert imported["cost"] == {"max_usd": 0.5}
-    # The file loads as an llmtt scenario, and runs: the oracle (no solution) fails its gates.
+    assert notes["scripts"]["evaluators"][0]["name"] == "log_quality"
+    assert notes["cost"] == {"max_usd": 0.5} and notes["tier"] == 1
+    valid = subprocess.run(
+        [str(BIN / "llmtt"), "validate"],
+        cwd=project.root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **seed_env},
+    )
+    assert valid.returncode == 0, valid.stderr
+    run_env = {**seed_env, "LLM_TOOL_TEST_TOOL": "oracle", "LLM_TOOL_TEST_ENABLED": "1"}
+    chosen = "scenario=notes_commit,notes_domain_gates,notes_judged,notes_unfinished"
+    result = project.doit("run", chosen, env={**run_env, "GRADER_KEY": "k"})
+    assert result.code == 0, result.out + result.err
+    runs = sorted(
+        p.parent.parent.relative_to(project.results()).as_posix()
+        for p in project.results().glob("*/*/r1/result.json")
+    )
+    assert runs == [
+        f"{n}/oracle"
+        for n in ("notes_commit", "notes_domain_gates", "notes_judged", "notes_unfinished")
+    ]
+    # The migrated gates run against the fixture's own store, found through the expanded
+    # ${AX_EVAL_FIXTURE_DIR} (in each gate's copy of the workspace).
+    metrics = project.json("notes_domain_gates/oracle/r1/metrics.json")
+    assert metrics["outcome"] == "pass", metrics["outcome_reason"]
+    assert metrics["gates_passed"] == 9
+    # A scenario with its own target is keyed on its own tool, not the project's git.
+    own = project.json("notes_domain_gates/oracle/r1/run.json")["versions"]["target"]
+    assert own == "unversioned"
+    git = project.json("notes_commit/oracle/r1/run.json")["versions"]["target"]
+    assert git.startswith("git version")
+    commit = project.json("notes_commit/oracle/r1/metrics.json")
+    assert commit["outcome"] == "fail"  # no solution: the oracle runs nothing
+    assert commit["script_evaluators"]["log_quality"]["score"] == 1
+    # The judge: asked about the run whose gate passed, not about the one whose gate failed.
+    assert len(handler.hits) == 1
+    assert project.json("notes_judged/oracle/r1/metrics.json")["judge_score"] == 0.8
+    unfinished = project.json("notes_unfinished/oracle/r1/metrics.json")
+    assert (
+        unfinished["outcome"] == "fail"
+        and "the judge was not asked" in unfinished["outcome_reason"]
+    )
+
+
+GOOD_JUDGE = json.dumps(
+    {
+        "scores": {"task_completion": 1.0, "efficiency": 0.5},
+        "weighted_score": 0.8,
+        "confidence": 0.9,
+        "issues": [],
+        "highlights": [],
+    }
+)
+
+
+def test_a_file_whose_paths_are_not_there_is_refused_with_where_it_looked(
+    project: Project,
+) -> None:
+    """Never a written scenario that `llmtt validate` then rejects: a template folder or a
+    rubric that is not where the seed looks is one located line, and the file is not written."""
+    project.write("llmtt.toml", GIT_TOML + '[judge]\nmodel = "m"\n')
     project.write(
-        "llmtt.toml", GIT_TOML + "\n[paths]\nallow_outside = true\n"
-    )  # the fixture stays in tests/data
-    project.doit("run", "agent=oracle", "scenario=notes_commit")
-    metrics = project.json("notes_commit/oracle/r1/metrics.json")
-    assert metrics["outcome"] == "fail", metrics["outcome_reason"]
-    assert metrics["script_evaluators"]["log_quality"]["score"] == 1
+        "seed/fixtures/lost.yaml",
+        "name: lost\ndescription: d\ntarget: {binary: git}\ntemplate_folder: nowhere\n"
+        "task: {prompt: x}\nevaluation:\n  gates: []\n"
+        "  judge: {enabled: true, rubric: rubrics/none.yaml, pass_threshold: 0.5}\n",
+    )
+    done = _import_seed(project, "lost.yaml")
+    assert done.returncode == 1
+    here = project.root / "seed" / "fixtures"
+    lost = "seed/fixtures/lost.yaml"
+    assert (
+        f"{lost}:4: template_folder: no folder 'nowhere'; looked in {here}/templates/nowhere, "
+        f"{here}/nowhere, {project.root}/seed/nowhere, {project.root}/nowhere; not imported"
+    ) in done.stderr
+    assert f"{lost}:8: evaluation.judge.rubric: no rubric file 'rubrics/none.yaml'" in done.stderr
+    assert "wrote 0 scenario(s)" in done.stdout
+    assert not (project.root / "scenarios" / "lost.yaml").exists()
 
 
 def test_a_record_nested_too_deep_is_reported_and_the_rest_imported(tmp_path: Path) -> None:

@@ -132,8 +132,13 @@ def test_selection_filters(demo: Project) -> None:
     # A value that selects nothing is an error naming what there is, never an empty plan.
     with pytest.raises(LlmttError, match=r"tag=zzz: no scenario has this tag \(tags: a, b\)"):
         plan(demo, tags=("zzz",))
-    with pytest.raises(LlmttError, match=r"tier=1: no scenario is of this tier \(tiers: 2\)"):
-        plan(demo, tiers=(1,))
+    # tier=N is the seed's --tier N: tiers 0 to N; tier=A-B is tiers A to B.
+    with pytest.raises(LlmttError, match=r"tier=1: no scenario is of tier 1 or below \(tiers: 2\)"):
+        plan(demo, tiers=((0, 1),))
+    with pytest.raises(LlmttError, match=r"tier=3-4: no scenario is of a tier from 3 to 4"):
+        plan(demo, tiers=((3, 4),))
+    assert len(plan(demo, tiers=((0, 2),)).runs) == len(plan(demo).runs)
+    assert len(plan(demo, tiers=((2, 2),)).runs) == len(plan(demo).runs)
     with pytest.raises(LlmttError, match="scenario=dmeo: no such scenario; did you mean 'demo'"):
         plan(demo, scenarios=("dmeo",))
 

@@ -57,7 +57,7 @@ UNSHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 @pytest.fixture
 def evaluated(project: Project) -> tuple[Project, list[str]]:
     """The two runs carried out, evaluated and reported; the console lines they made."""
-    project.write("llmtt.toml", "")
+    project.write("llmtt.toml", '[target]\nbinary = "mytool"\n')
     project.write("scenarios/shows.yaml", SCENARIO)
     project.write("scenarios/setup.yaml", SETUP)
     loaded = load_project(project.root)

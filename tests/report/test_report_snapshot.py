@@ -55,7 +55,7 @@ def row(
 
 
 def test_report_md_matches_its_snapshot(project: Project) -> None:
-    project.write("llmtt.toml", "")
+    project.write("llmtt.toml", '[target]\nbinary = "mytool"\n')
     project.write("scenarios/s.yaml", "task: {prompt: x}\n")
     rows = [row("commit", "v1", k, "fail" if k == 2 else "pass", 0.25) for k in (1, 2, 3)]
     rows += [row("commit", "v2", k, "pass", 0.0) for k in (1, 2, 3)]
@@ -69,7 +69,7 @@ def test_report_md_matches_its_snapshot(project: Project) -> None:
 
 
 def test_report_md_says_how_many_runs_ran_unconfined(project: Project) -> None:
-    project.write("llmtt.toml", "")
+    project.write("llmtt.toml", '[target]\nbinary = "mytool"\n')
     project.write("scenarios/s.yaml", "task: {prompt: x}\n")
     rows = [row("commit", "v1", k, "pass", 0.0) for k in (1, 2, 3)]
     rows[0]["isolation"] = "none"
@@ -83,7 +83,7 @@ def test_report_md_says_how_many_runs_ran_unconfined(project: Project) -> None:
 def test_report_md_words_absent_values_and_shows_composite_only_where_defined(
     project: Project,
 ) -> None:
-    project.write("llmtt.toml", "")
+    project.write("llmtt.toml", '[target]\nbinary = "mytool"\n')
     project.write("scenarios/s.yaml", "task: {prompt: x}\n")
     loaded = load_project(project.root)
     rows = [row("commit", "v1", k, "pass", 0.0) for k in (1, 2)]

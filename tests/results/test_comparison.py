@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import GIT_TOML, Project
+from conftest import GIT_TOML, TOOL_TOML, Project
 
 from llmtt.errors import ConfigError
 from llmtt.execution.workspace import WorkspaceError, prepare
@@ -283,7 +283,7 @@ def test_repeats_auto_leaves_a_scenario_it_does_not_compare_at_its_repeats(
     project.write(
         "llmtt.toml",
         "[variants.v1]\nfiles = {}\n[variants.x]\nfiles = {}\n[variants.y]\nfiles = {}\n"
-        '[compare]\nbaseline = "v1"\nmax_repeats = 10\n[matrix]\nrepeats = 2\n',
+        '[compare]\nbaseline = "v1"\nmax_repeats = 10\n[matrix]\nrepeats = 2\n' + TOOL_TOML,
     )
     project.write("scenarios/s.yaml", "task: {prompt: x}\nsolution: ['true']\n")
     chosen = Selection(variants=("x", "y"), adaptive=True)  # no baseline among them

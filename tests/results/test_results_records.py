@@ -92,7 +92,7 @@ def test_an_evaluation_done_again_adds_no_second_record_but_a_new_one_does(
     """A kill between the results.jsonl append and doit saving the evaluate layer made the
     next `doit run` evaluate again and append the same evaluation twice (here the layer is
     forgotten instead, which has the same effect)."""
-    project.write("llmtt.toml", "")
+    project.write("llmtt.toml", '[target]\nbinary = "mytool"\n')
     project.write("scenarios/s.yaml", SCENARIO.format(substring="hello"))
     assert project.doit("run").code == 0
     path = project.results() / "results.jsonl"
@@ -129,7 +129,7 @@ def test_an_evaluation_that_returns_to_an_earlier_result_is_a_new_record(
     """A gate edited and edited back evaluates the same attempt with the same keys as the first
     time: that is the run's current result all the same, so results.db's `latest` and the
     history must show it (they showed the edit's fail while result.json said pass)."""
-    project.write("llmtt.toml", "")
+    project.write("llmtt.toml", '[target]\nbinary = "mytool"\n')
     for label, substring in (("v1", "hello"), ("v2", "bye"), ("v3", "hello")):
         project.write("scenarios/s.yaml", SCENARIO.format(substring=substring))
         ran = project.doit("run", env={"LLMTT_LABEL": label})

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import TOOL_TOML
 
 from llmtt.errors import ConfigError
 from llmtt.spec.project import load_project
@@ -542,7 +543,7 @@ CASES = [
 
 
 def build(root: Path, files: dict[str, str]) -> None:
-    files = {"llmtt.toml": "", **files}
+    files = {"llmtt.toml": TOOL_TOML, **files}
     if not any(name.startswith("scenarios/") for name in files):
         files["scenarios/ok.yaml"] = OK_SCENARIO
     for rel, text in files.items():

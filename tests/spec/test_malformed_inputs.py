@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import TOOL_TOML
 
 from llmtt.commands.main import main as llmtt_main
 from llmtt.errors import ConfigError, Problem
@@ -826,7 +827,7 @@ def write_project(root: Path, files: dict[str, str | bytes]) -> Path:
     """Lay out a project: an empty llmtt.toml and scenarios/ unless `files` says otherwise."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "scenarios").mkdir(exist_ok=True)
-    for rel, text in {"llmtt.toml": "", **files}.items():
+    for rel, text in {"llmtt.toml": TOOL_TOML, **files}.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(text, bytes):

@@ -281,10 +281,13 @@ def _scenario(record: Any, solutions: dict[str, list[str]], fixtures: Path, out:
     if mounts:
         # bashkit's file system root is the workspace: the task's /data is its data folder.
         scenario["mounts"] = mounts
+    # What bashkit-eval measures is the agent's use of bash: the scenario's own target, so it
+    # validates in a project with no [target] and is keyed on bash's version.
+    scenario["target"] = {"binary": "bash", "version_command": "bash --version"}
     if tools is not None:
         # The mock tools are commands on PATH; `help` is theirs, not bash's builtin.
         scenario["path"] = [TOOLS_BIN]
-        scenario["target"] = {"env": {HELP_ENV: HELP_FUNCTION}}
+        scenario["target"]["env"] = {HELP_ENV: HELP_FUNCTION}
     if name in solutions:
         scenario["solution"] = solutions[name]
     evaluation: dict[str, Any] = {"gates": gates}

@@ -24,9 +24,9 @@ DATA = Path(__file__).parents[1] / "data" / "bashkit"
 
 
 def _import(
-    project: Project, *, fresh: bool = True, dataset: str = "tasks"
+    project: Project, *, fresh: bool = True, dataset: str = "tasks", toml: str = GIT_TOML
 ) -> subprocess.CompletedProcess[str]:
-    project.write("llmtt.toml", GIT_TOML)
+    project.write("llmtt.toml", toml)
     if fresh:
         shutil.rmtree(project.root / "scenarios")
     solutions = "solutions" if dataset == "tasks" else f"{dataset}-solutions"
@@ -44,6 +44,22 @@ def _import(
         text=True,
         timeout=60,
     )
+
+
+def test_a_dataset_imported_into_a_project_without_a_target_validates(project: Project) -> None:
+    """bashkit-eval measures the agent's use of bash: each scenario names bash as its own
+    target, so a fresh project needs no [target] (a project without one is refused)."""
+    _import(project, toml="")
+    checked = subprocess.run(
+        [str(BIN / "llmtt"), "validate"],
+        cwd=project.root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    scenario = yaml.safe_load(next((project.root / "scenarios").glob("*.yaml")).read_text())
+    assert scenario["target"]["binary"] == "bash"
 
 
 def test_records_that_cannot_be_carried_over_are_reported_by_line(project: Project) -> None:

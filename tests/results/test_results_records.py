@@ -143,6 +143,7 @@ def test_an_evaluation_that_returns_to_an_earlier_result_is_a_new_record(
     assert current["outcome"] == "pass" and project.json("report.json")["runs"][0] == {
         **current,
         "expect": "pass",
+        "split": "tune",
         "verdict": "pass",
     }
     assert _rows(path, "latest") == [current]

@@ -122,6 +122,9 @@ class Agent(ABC):
     # pinned CLI was seen to read: docs/metrics.md, "Guidance and skills").
     guidance_file: str = "AGENTS.md"
     skills_dir: str = ".agents/skills"
+    # Every place it reads them from (what the no-guidance control takes out of a fixture).
+    guidance_reads: tuple[str, ...] = ("AGENTS.md",)
+    skills_reads: tuple[str, ...] = (".agents/skills",)
 
     def __init__(self, settings: AgentSettings, project_root: Path) -> None:
         self.settings = settings

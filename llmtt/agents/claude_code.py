@@ -180,19 +180,22 @@ class ClaudeCodeAgent(CliAgent):
     own_turn_limit = True  # --max-turns
     guidance_file = "CLAUDE.md"  # it does not read AGENTS.md
     skills_dir = ".claude/skills"
+    guidance_reads = ("CLAUDE.md",)
+    skills_reads = (".claude/skills",)
 
     def own_provider(self, model: str, env: Mapping[str, str]) -> OwnProvider | None:
         """Anthropic, reached with an API key (`x-api-key`), else with a bearer token
         (`ANTHROPIC_AUTH_TOKEN`, as a company's gateway hands out): the model gateway adds
         either, and none of claude-code's credential variables reaches the agent. claude.ai's
         own login (`CLAUDE_CODE_OAUTH_TOKEN`) alone is not stood in for: claude-code uses it."""
+        named = self.named_key(model)
         for names, header in (
-            (("ANTHROPIC_API_KEY",), "x-api-key"),
-            (("ANTHROPIC_AUTH_TOKEN",), "authorization"),
+            (named or ("ANTHROPIC_API_KEY",), "x-api-key"),
+            (() if named else ("ANTHROPIC_AUTH_TOKEN",), "authorization"),
         ):
             own = OwnProvider.find(self.provider_base, self.provider_base_env, names, header, env)
             if own is not None:
-                return replace(own, secrets=self.key_env)
+                return replace(own, secrets=(*named, *self.key_env))
         return None
 
     def command(self, ctx: RunContext, exe: str) -> tuple[list[str], dict[str, str]]:

@@ -47,9 +47,16 @@ class CliAgent(Agent):
         login token the CLI keeps to itself is not passed on)."""
         if self.provider_base is None:
             return None
+        keys = self.named_key(model) or self.provider_key_env
         return OwnProvider.find(
-            self.provider_base, self.provider_base_env, self.provider_key_env, self.key_header, env
+            self.provider_base, self.provider_base_env, keys, self.key_header, env
         )
+
+    def named_key(self, model: str) -> tuple[str, ...]:
+        """The key variable `[models.X] api_key_env` names for `model`: the only one its own
+        provider is then reached with (none named: the CLI's usual ones)."""
+        spec = self.models.get(model)
+        return (spec.api_key_env,) if spec is not None and spec.api_key_env else ()
 
     def drift(self, version: str) -> str | None:
         """A CLI other than the pinned one: its events and usage are not what llmtt's contract

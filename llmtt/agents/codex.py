@@ -314,6 +314,7 @@ class CodexAgent(CliAgent):
     provider_base = "https://api.openai.com/v1"
     provider_base_env = "OPENAI_BASE_URL"
     provider_key_env = ("OPENAI_API_KEY", "CODEX_API_KEY")
+    skills_reads = (".agents/skills", ".codex/skills")
 
     def command(self, ctx: RunContext, exe: str) -> tuple[list[str], dict[str, str]]:
         """`codex exec --json ...` with its home inside the run and no approvals."""

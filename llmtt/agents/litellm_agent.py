@@ -160,6 +160,8 @@ class LitellmAgent(Agent):
     name = "litellm"
     model_name_field = "litellm"
     through_gateway = True
+    # Its system prompt holds the workspace's AGENTS.md, else CLAUDE.md (agent_layer._guidance).
+    guidance_reads = ("AGENTS.md", "CLAUDE.md")
 
     def own_provider(self, model: str, env: Mapping[str, str]) -> OwnProvider | None:
         """Anthropic's and OpenAI's own endpoints, for a model litellm names `anthropic/...`

@@ -165,6 +165,8 @@ class OpencodeAgent(CliAgent):
     executable_name = "opencode"
     package = pinned("opencode")
     skills_dir = ".opencode/skills"  # its own; it reads .claude/skills and .agents/skills too
+    guidance_reads = ("AGENTS.md", "CLAUDE.md")  # CLAUDE.md when there is no AGENTS.md
+    skills_reads = (".opencode/skills", ".opencode/skill", ".agents/skills", ".claude/skills")
 
     def provider_keys(self, model_id: str) -> tuple[str, ...]:
         """The key variable of the provider named in `provider/model`; none for a provider
@@ -198,7 +200,8 @@ class OpencodeAgent(CliAgent):
         if provider not in STOOD_IN:
             return None
         base, base_env, header, _ = STOOD_IN[provider]
-        return OwnProvider.find(base, base_env, PROVIDER_KEYS[provider], header, env)
+        keys = self.named_key(model) or PROVIDER_KEYS[provider]
+        return OwnProvider.find(base, base_env, keys, header, env)
 
     def command(self, ctx: RunContext, exe: str) -> tuple[list[str], dict[str, str]]:
         """`opencode run --format json -m PROVIDER/MODEL PROMPT`, configured by variable."""

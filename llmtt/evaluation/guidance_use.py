@@ -42,16 +42,20 @@ def use_fields(
         if guidance:
             fields["guidance_read"] = None
         if skills:
-            fields |= {"skills_exposed": None, "skills_invoked": None}
+            fields |= {"skills_exposed": None, "skills_invoked": None, "skill_before_target": None}
         return fields
     seen: set[str] = set()
     first_read: int | None = None
     turn = 0
+    asked: set[str] = set()
     for record in records:
         labels = set(record.get("seen") or ())
         seen |= labels
-        if not of_loop(record):
-            continue
+        if not of_loop(record) or record.get("status") != 200:
+            continue  # a refused or failed request is no turn
+        if record.get("body_sha") in asked:
+            continue  # nor is a retry of one already answered
+        asked.add(str(record.get("body_sha")))
         turn += 1
         if first_read is None and any(label.startswith("loaded:") for label in labels):
             # The body rides in the request after the answer that asked for it.

@@ -243,11 +243,13 @@ def _run_agent(
     removes: list[str] = []
     if run.variant == CONTROL_VARIANT:
         removes = control_removes(project.config)
-        removes += control_paths(project.config, project.root, agent)
+        removes += control_paths(project.config, agent)
     elif run.variant:
         for dest, src in project.config.variants[run.variant].files.items():
             variant_files[dest] = project.root / src
     guidance_files = [*variant_files, *(p.path for p in placed if p.kind == "guidance")]
+    # A skill is laid whole: a fixture's own folder of that name is not mixed into it.
+    removes += [p.path for p in placed if p.kind == "skill"]
     variant_files.update(laid_files(placed, project.root))
     try:
         ws = prepare(

@@ -16,7 +16,7 @@ from typing import Any
 
 from llmtt.agents.base import Agent, PlacedSkill
 from llmtt.errors import LlmttError
-from llmtt.spec.config import Config
+from llmtt.spec.config import Config, control_places
 from llmtt.spec.skills import read_skill, skill_files
 
 
@@ -114,14 +114,11 @@ def _plain_lines(text: str) -> tuple[bytes, ...]:
 _ESCAPED = re.compile(r'[^ -~]|["\\]')  # what a JSON encoder may write otherwise
 
 
-def control_paths(config: Config, root: Path, agent: Agent) -> list[str]:
-    """What the no-guidance control takes out for `agent`: its guidance file when any variant
-    has guidance, and the folder in its skills folder of every skill any variant has."""
-    paths = set()
-    for spec in config.variants.values():
-        if spec.guidance is not None:
-            paths.add(agent.guidance_file)
-        for source in spec.skills:
-            skill, _ = read_skill(root / source)
-            paths.add(f"{agent.skills_dir}/{skill.name if skill else Path(source).name}")
+def control_paths(config: Config, agent: Agent) -> list[str]:
+    """What the no-guidance control takes out for `agent`: every guidance file it reads when
+    any variant has guidance, and each skill any variant has from every folder it reads skills
+    from (a fixture's own copy there would be guidance all the same)."""
+    guidance, skills = control_places(config)
+    paths = set(agent.guidance_reads if guidance else ())
+    paths.update(f"{folder}/{name}" for folder in agent.skills_reads for name in skills)
     return sorted(paths)

@@ -21,6 +21,7 @@ from llmtt.spec.config import (
     KEYED_WHEN_SET,
     AgentSettings,
     TargetSpec,
+    control_places,
     control_removes,
     default_judge_model,
 )
@@ -570,13 +571,9 @@ def _variant_key(project: Project, variant: str | None) -> str:
         return "none"
     if variant == CONTROL_VARIANT:
         removes: dict[str, Any] = {"removes": control_removes(project.config)}
-        placed = {
-            name: {"guidance": spec.guidance is not None, "skills": spec.skills}
-            for name, spec in project.config.variants.items()
-            if spec.guidance is not None or spec.skills
-        }
-        if placed:  # what the control takes out for them (a key unchanged without any)
-            removes["placed"] = placed
+        has_guidance, names = control_places(project.config)
+        if has_guidance or names:  # what the control takes out for them (unchanged without)
+            removes["placed"] = {"guidance": has_guidance, "skills": names}
         return hash_value(removes)
     spec = project.config.variants[variant]
     files = {dest: hash_file(project.root / src) for dest, src in spec.files.items()}

@@ -28,11 +28,10 @@ def trigger_rates(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ):
         precision = _ratio(c["tp"], c["tp"] + c["fp"])
         recall = _ratio(c["tp"], c["tp"] + c["fn"])
-        f1 = (
-            round(2 * precision * recall / (precision + recall), 4)
-            if precision is not None and recall is not None and precision + recall
-            else None
-        )
+        f1 = None
+        if precision is not None and recall is not None:  # both wrong every time: 0, not none
+            total = precision + recall
+            f1 = round(2 * precision * recall / total, 4) if total else 0.0
         out.append(
             {
                 "agent": agent,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -569,6 +569,17 @@ class Config(Strict):
 def control_removes(config: Config) -> list[str]:
     """What the no-guidance control takes out of the workspace: every file a variant lays."""
     return sorted({dest for variant in config.variants.values() for dest in variant.files})
+
+
+def control_places(config: Config) -> tuple[bool, list[str]]:
+    """What the no-guidance control stands against: whether any variant has guidance, and the
+    names of the skills any variant places (a skill's name is its folder's, checked at load).
+    The control's key is made of these alone."""
+    guidance = any(spec.guidance is not None for spec in config.variants.values())
+    skills = sorted(
+        {PurePosixPath(s).name for spec in config.variants.values() for s in spec.skills}
+    )
+    return guidance, skills
 
 
 def default_judge_model(config: Config) -> str | None:

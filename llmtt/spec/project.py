@@ -302,6 +302,8 @@ def _guidance_problems(project: Project, name: str, lines: dict[Loc, int]) -> li
         ]
         if skill is None:
             continue
+        for top, _, _ in os.walk(folder):
+            inputs.note_file(Path(top))  # a file added to a subfolder moves only its time
         for path in skill_files(folder):
             inputs.note_file(path)
         if skill.name in seen:

@@ -19,6 +19,8 @@ run it knew carried out, and paid for, again.
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -51,6 +53,8 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
             error = exc if isinstance(exc, sqlite3.Error) else exc.__context__
             cause = str(exc).rsplit("Original error: ", 1)[-1]
             full = no_space(error, name) if error is not None else None
+            if full is None and error is not None and _io_error_on_full_disk(error, name):
+                full = no_space(OSError(errno.ENOSPC, "no space", name))
             if full is not None:
                 message = str(full)
             elif error is not None and damaged_database(error):
@@ -230,3 +234,21 @@ def _connection(dep_file: str) -> Any:
     conn.execute("PRAGMA synchronous=NORMAL")
     _CONNECTIONS[key] = (conn, dep_file, file)
     return conn
+
+
+SQLITE_IOERR = 10
+FULL_BYTES = 1 << 20  # free bytes under which an I/O error is the disk being full
+
+
+def _io_error_on_full_disk(error: BaseException, name: str) -> bool:
+    """SQLite's "disk I/O error" while opening on a disk with (next to) nothing free: WAL mode
+    maps its shared-memory file, and on a full disk that fails as an I/O error, not as
+    SQLITE_FULL (which of the two depends on how many bytes are left)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if not isinstance(code, int) or code & 0xFF != SQLITE_IOERR:
+        return False
+    try:
+        stat = os.statvfs(os.path.dirname(os.path.abspath(name)))
+    except OSError:
+        return False
+    return stat.f_bavail * stat.f_frsize < FULL_BYTES

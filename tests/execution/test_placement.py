@@ -10,7 +10,11 @@ from conftest import CLI_AGENTS, GIT_TOML, Project, cli_project
 
 from llmtt.agents.registry import make_agent
 from llmtt.errors import ConfigError
+from llmtt.evaluation.guidance_use import use_fields
 from llmtt.execution.placement import control_paths, laid_files, placement
+from llmtt.plan.runs import _variant_key
+from llmtt.report.triggers import trigger_rates
+from llmtt.spec.config import CONTROL_VARIANT
 from llmtt.spec.project import load_project
 
 SKILL = """\
@@ -87,6 +91,7 @@ def test_a_run_finds_them_in_its_workspace_and_says_where_they_went(project: Pro
     _project(project, VARIANT.replace("[matrix]", "[compare]\ncontrol = true\n\n[matrix]"))
     project.write("scenarios/fixtures/f/AGENTS.md", "the fixture's own\n")
     project.write("scenarios/fixtures/f/.agents/skills/tally/SKILL.md", SKILL)
+    project.write("scenarios/fixtures/f/.agents/skills/tally/stale.md", "an older version\n")
     scenario = (project.root / "scenarios/s.yaml").read_text()
     project.write("scenarios/s.yaml", "fixture: fixtures/f\n" + scenario)
     assert project.doit("run").code == 0
@@ -101,6 +106,8 @@ def test_a_run_finds_them_in_its_workspace_and_says_where_they_went(project: Pro
         },
     ]
     assert project.json("s/oracle-taught/r1/metrics.json")["outcome"] == "pass"
+    taught = project.results() / "s/oracle-taught/r1/workspace/.agents/skills/tally"
+    assert sorted(p.name for p in taught.rglob("*")) == ["SKILL.md", "count.sh", "scripts"]
     control = project.results() / "s/oracle-no-guidance/r1/workspace"
     assert not (control / "AGENTS.md").exists()
     assert not (control / ".agents/skills/tally").exists()
@@ -116,6 +123,10 @@ def test_editing_a_skills_script_re_runs_that_variant_only(project: Project) -> 
     again = project.doit("run")
     ran = [t for t in again.executed() if t.endswith(":agent")]
     assert ran == ["s/oracle-taught/r1:agent"], again.out
+    # a file added to a folder of the skill: only that folder's time moves
+    project.write("skills/tally/scripts/extra.sh", "true\n")
+    added = project.doit("run")
+    assert [t for t in added.executed() if t.endswith(":agent")] == ran, added.out
 
 
 @pytest.mark.parametrize(
@@ -169,10 +180,31 @@ def test_guidance_and_a_file_of_the_same_place_are_refused(project: Project) -> 
 def test_the_control_takes_out_each_agents_own_places(project: Project) -> None:
     loaded = load_project(_project(project).root)
     claude = make_agent(loaded.config, loaded.root, "claude-code")
-    assert control_paths(loaded.config, loaded.root, claude) == [
+    assert control_paths(loaded.config, claude) == [".claude/skills/tally", "CLAUDE.md"]
+    # opencode reads CLAUDE.md without an AGENTS.md, and three skills folders besides its own
+    opencode = make_agent(loaded.config, loaded.root, "opencode")
+    assert control_paths(loaded.config, opencode) == [
+        ".agents/skills/tally",
         ".claude/skills/tally",
+        ".opencode/skill/tally",
+        ".opencode/skills/tally",
+        "AGENTS.md",
         "CLAUDE.md",
     ]
+
+
+def test_the_controls_key_holds_only_what_it_takes_out(project: Project) -> None:
+    """Renaming a variant, or adding another with guidance, takes out nothing more: the
+    control's finished runs keep their key."""
+    loaded = load_project(_project(project).root)
+    before = _variant_key(loaded, CONTROL_VARIANT)
+    renamed = (
+        VARIANT.replace("taught", "tutored") + '\n[variants.v3]\nguidance = "guides/tool.md"\n'
+    )
+    again = load_project(_project(project, renamed).root)
+    assert _variant_key(again, CONTROL_VARIANT) == before
+    other = load_project(_project(project, VARIANT.replace('skills = ["skills/tally"]', "")).root)
+    assert _variant_key(other, CONTROL_VARIANT) != before
 
 
 def test_each_real_agent_shows_the_model_its_guidance_and_the_skill_it_loads(
@@ -242,3 +274,29 @@ def test_a_trigger_naming_no_skill_is_a_located_error(project: Project) -> None:
     (problem,) = caught.value.problems
     assert (problem.line, problem.field) == (2, "skill_triggers.should_trigger[0]")
     assert "no variant places a skill named 'talley' (skills: tally)" in problem.message
+
+
+def test_a_retried_or_refused_request_is_no_turn_of_its_own() -> None:
+    """first_read_turn counts the loop's answered requests, each body once."""
+    loop = {"wire": "openai-chat", "tools": 3, "status": 200}
+    records = [
+        {**loop, "body_sha": "a", "status": 429},  # rate-limited, then
+        {**loop, "body_sha": "a"},  # retried: turn 1, whose answer loads the skill
+        {**loop, "body_sha": "a"},  # the same body again (an agent's own retry)
+        {**loop, "body_sha": "b", "seen": ["loaded:tally", "listed:tally"]},  # turn 2
+    ]
+    placed = [{"kind": "skill", "name": "tally"}]
+    fields = use_fields(placed, records)
+    assert (fields["first_read_turn"], fields["skills_invoked"]) == (1, ["tally"])
+    unknown = use_fields(placed, None)
+    assert unknown["skill_before_target"] is None and unknown["skills_invoked"] is None
+
+
+def test_an_agent_wrong_every_time_has_an_f1_of_zero() -> None:
+    rows = [
+        {"agent": "a", "model": "m", "outcome": "fail", "metrics": {"skill_triggers": {"s": v}}}
+        for v in ("fn", "fp", "tn")
+    ]
+    (row,) = trigger_rates(rows)
+    assert (row["precision"], row["recall"], row["f1"]) == (0.0, 0.0, 0.0)
+    assert trigger_rates([{**rows[2], "outcome": "error"}]) == []

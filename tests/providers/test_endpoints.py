@@ -258,3 +258,24 @@ def test_the_litellm_agent_refuses_a_model_whose_key_is_nowhere(
     assert agent.unavailable("scripted") is None
     monkeypatch.setenv("GW_KEY", "k")
     assert agent.unavailable("house") is None
+
+
+def test_a_models_own_key_variable_is_the_one_the_gateway_uses_for_its_provider(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[models.X] api_key_env names the key for the agent's own provider too: the gateway
+    adds that one, never another provider variable that happens to be set."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "the-default")
+    monkeypatch.setenv("OPENAI_API_KEY", "the-default")
+    toml = (
+        '\n[models.team]\nid = "anthropic/claude-sonnet-4-5"\napi_key_env = "TEAM_KEY"\n'
+        '\n[models.gpt]\nid = "gpt-5"\napi_key_env = "TEAM_KEY"\n'
+    )
+    project = load_project(_project(tmp_path, toml).root)
+    for agent, model in (("opencode", "team"), ("claude-code", "team"), ("codex", "gpt")):
+        own = make_agent(project.config, project.root, agent)
+        own.models = project.config.models
+        found = own.own_provider(model, {"TEAM_KEY": "the-teams"})
+        assert found is not None and found.key == "the-teams", agent
+        assert "TEAM_KEY" in found.secrets, agent
+        assert own.own_provider(model, {}) is None, agent  # not the default's key

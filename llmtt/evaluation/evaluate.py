@@ -118,6 +118,11 @@ def evaluate_run(
             checks=checks,
             failure_signs=failure_signs(by_call, run.target.binary),
             source=source,
+            triggers=(
+                None
+                if "skills_invoked" in metrics and metrics["skills_invoked"] is None
+                else metrics.get("skill_triggers", {})
+            ),
         )
         gates = run_gates(run.scenario.spec.evaluation.gates, ctx)
         metrics.update(_scripts_fields(post, run_script_evaluators(run, seen, env, checks)))

@@ -40,6 +40,7 @@ from llmtt.spec.gates import (
     Gate,
     NoTranscriptErrors,
     ScriptGate,
+    SkillTriggersGate,
 )
 from llmtt.spec.scenario import LoadedScenario
 
@@ -71,6 +72,8 @@ class GateContext:
     # Target commands of unknown exit whose output shows a failure (no_transcript_errors)
     failure_signs: Sequence[Sign] = ()
     source: str = "events"  # where the tool calls came from: events, or the transcript
+    # metrics.json's `skill_triggers` (skill: tp, fn, fp or tn); None: no wire record to tell
+    triggers: Mapping[str, str] | None = field(default_factory=dict)
 
 
 def run_gates(gates: Sequence[Gate], ctx: GateContext) -> list[dict[str, Any]]:
@@ -242,6 +245,8 @@ def _judge_static(gate: Gate, ctx: GateContext, timeout: float) -> tuple[bool | 
         )
     if isinstance(gate, NoTranscriptErrors):
         return _no_errors(ctx)
+    if isinstance(gate, SkillTriggersGate):
+        return _triggers(gate, ctx.triggers)
     assert isinstance(gate, FileExists | FileContains | FileMatches)
     path, problem = _workspace_file(ctx.workspace, gate.path)
     if path is None:
@@ -265,6 +270,30 @@ def _judge_static(gate: Gate, ctx: GateContext, timeout: float) -> tuple[bool | 
     if found:
         return True, f"{gate.path} matches /{gate.pattern}/"
     return False, f"{gate.path} does not match /{gate.pattern}/"
+
+
+def _triggers(
+    gate: SkillTriggersGate, verdicts: Mapping[str, str] | None
+) -> tuple[bool | None, str]:
+    if verdicts is None:
+        return None, (
+            "cannot tell: the run has no wire record (its agent reached its model by itself), "
+            "so what the model was sent is unknown"
+        )
+    held = {s: v for s, v in verdicts.items() if not gate.skills or s in gate.skills}
+    if not held:
+        return None, "cannot tell: the run placed none of the skills this gate holds"
+    wrong = [
+        f"{s} {'not loaded though it should be' if v == 'fn' else 'loaded though it should not be'}"
+        for s, v in sorted(held.items())
+        if v in ("fn", "fp")
+    ]
+    if wrong:
+        return False, "; ".join(wrong)
+    return True, ", ".join(
+        f"{s} {'loaded' if v == 'tp' else 'left alone'} as it should be"
+        for s, v in sorted(held.items())
+    )
 
 
 def _no_errors(ctx: GateContext) -> tuple[bool, str]:

@@ -95,9 +95,9 @@ def execute_run(
         outcome = _error(refusal or given_up or "")
     else:
         try:
-            placed = placement(project.config, project.root, run.variant, agent)
+            placed = placement(project.config, project.root, run.variant, agent, run.scenario)
         except LlmttError as exc:
-            outcome = _error(f"variant {run.variant}: {exc}")
+            outcome = _error(f"variant {run.variant}: {exc}" if run.variant else str(exc))
         else:
             outcome = _ended(run, _run_agent(project, run, agent, placed, session_budget))
     record.update(
@@ -243,7 +243,7 @@ def _run_agent(
     removes: list[str] = []
     if run.variant == CONTROL_VARIANT:
         removes = control_removes(project.config)
-        removes += control_paths(project.config, agent)
+        removes += control_paths(project.config, agent, run.scenario)
     elif run.variant:
         for dest, src in project.config.variants[run.variant].files.items():
             variant_files[dest] = project.root / src

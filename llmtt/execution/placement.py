@@ -3,20 +3,23 @@
 A variant's `guidance` file goes where the run's agent loads guidance by itself (its
 `guidance_file`: CLAUDE.md for claude-code, AGENTS.md for the others), and each of its `skills`
 folders into the agent's skills folder (`skills_dir`), so one declaration is the same experiment
-under every agent. The no-guidance control takes out of the fixture's copy what any variant
-would place for that agent. What was placed where is kept in run.json (`placed`).
+under every agent. A scenario may have its own, which a variant's replace. The no-guidance
+control takes out of the fixture's copy what any variant, or the scenario, would place for that
+agent. What was placed where is kept in run.json (`placed`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from llmtt.agents.base import Agent, PlacedSkill
 from llmtt.errors import LlmttError
-from llmtt.spec.config import Config, control_places
+from llmtt.spec.config import CONTROL_VARIANT, Config, control_places
+from llmtt.spec.scenario import LoadedScenario
 from llmtt.spec.skills import read_skill, skill_files
 
 
@@ -38,18 +41,39 @@ class Placed:
         return entry
 
 
-def placement(config: Config, root: Path, variant: str | None, agent: Agent) -> list[Placed]:
-    """Where `agent` finds the guidance and skills of `variant` (none for no variant).
+def placement(
+    config: Config,
+    root: Path,
+    variant: str | None,
+    agent: Agent,
+    scenario: LoadedScenario | None = None,
+) -> list[Placed]:
+    """Where `agent` finds the guidance and skills of `scenario` and `variant`: the variant's
+    guidance replaces the scenario's, and a variant's skill one of the scenario's of its name.
+    The no-guidance control places neither.
 
     Raises LlmttError when a skill folder is no longer a valid skill (it was checked at load;
     this is a change since)."""
-    spec = config.variants.get(variant or "")
-    if spec is None:
+    if variant == CONTROL_VARIANT:
         return []
+    spec = config.variants.get(variant or "")
+    guidance: str | None = None
+    skills: dict[str, str] = {}  # source -> relative to the project, by declaration order
+    if scenario is not None:
+        folder = scenario.path.parent
+        own = scenario.spec
+        if own.guidance is not None:
+            guidance = os.path.relpath(folder / own.guidance, root)
+        skills = {s: os.path.relpath(folder / s, root) for s in own.skills}
+    if spec is not None:
+        guidance = spec.guidance if spec.guidance is not None else guidance
+        names = {PurePosixPath(s).name for s in spec.skills}
+        skills = {k: v for k, v in skills.items() if PurePosixPath(k).name not in names}
+        skills |= {s: s for s in spec.skills}
     placed = []
-    if spec.guidance is not None:
-        placed.append(Placed("guidance", spec.guidance, agent.guidance_file))
-    for source in spec.skills:
+    if guidance is not None:
+        placed.append(Placed("guidance", guidance, agent.guidance_file))
+    for source in skills.values():
         skill, problems = read_skill(root / source)
         if skill is None:
             raise LlmttError("; ".join(str(p) for p in problems))
@@ -114,11 +138,17 @@ def _plain_lines(text: str) -> tuple[bytes, ...]:
 _ESCAPED = re.compile(r'[^ -~]|["\\]')  # what a JSON encoder may write otherwise
 
 
-def control_paths(config: Config, agent: Agent) -> list[str]:
+def control_paths(
+    config: Config, agent: Agent, scenario: LoadedScenario | None = None
+) -> list[str]:
     """What the no-guidance control takes out for `agent`: every guidance file it reads when
-    any variant has guidance, and each skill any variant has from every folder it reads skills
-    from (a fixture's own copy there would be guidance all the same)."""
+    any variant (or the scenario) has guidance, and each skill any variant (or the scenario)
+    has from every folder it reads skills from (a fixture's own copy there would be guidance
+    all the same)."""
     guidance, skills = control_places(config)
+    if scenario is not None:
+        guidance = guidance or scenario.spec.guidance is not None
+        skills = [*skills, *(PurePosixPath(s).name for s in scenario.spec.skills)]
     paths = set(agent.guidance_reads if guidance else ())
     paths.update(f"{folder}/{name}" for folder in agent.skills_reads for name in skills)
     return sorted(paths)

@@ -506,8 +506,10 @@ def _make_run(
     if model == "scripted" and session is not None:
         # The scripted model plays the scenario's session instead: editing it re-runs the agent.
         solution = hash_value(session.model_dump(mode="json"))
+    own = _own_key(project, scenario, variant)
     agent_key = {
         **keys.agent,
+        **({"own": own} if own is not None else {}),
         "solution": solution,
         "variant": variant_key,
         "agent": agent_parts[1],
@@ -588,6 +590,29 @@ def _variant_key(project: Project, variant: str | None) -> str:
     }
     guidance = hash_file(project.root / spec.guidance) if spec.guidance else None
     return hash_value({"files": files, "guidance": guidance, "skills": skills})
+
+
+def _own_key(project: Project, scenario: LoadedScenario, variant: str | None) -> str | None:
+    """The part of a run's key for the scenario's own guidance and skills (None when it has
+    none, keeping the keys of scenarios without): what the run is given of them, the
+    variant's replacements left out; for the no-guidance control, only what it takes out."""
+    spec = scenario.spec
+    if spec.guidance is None and not spec.skills:
+        return None
+    names = [Path(s).name for s in spec.skills]
+    if variant == CONTROL_VARIANT:
+        return hash_value({"guidance": spec.guidance is not None, "skills": names})
+    over = project.config.variants.get(variant or "")
+    guidance = spec.guidance if over is None or over.guidance is None else None
+    replaced = {Path(s).name for s in over.skills} if over is not None else set()
+    folders = {Path(s).name: scenario.own_path(s) for s in spec.skills}
+    skills = {
+        name: {p.relative_to(folder).as_posix(): hash_file(p) for p in skill_files(folder)}
+        for name, folder in folders.items()
+        if name not in replaced
+    }
+    guidance_key = hash_file(scenario.own_path(guidance)) if guidance else None
+    return hash_value({"guidance": guidance_key, "skills": skills})
 
 
 def _template_key(project: Project, name: str) -> str:

@@ -252,6 +252,24 @@ class EvaluatorGate(GateBase):
     )
 
 
+class SkillTriggersGate(GateBase):
+    """Passes when every skill of the scenario's `skill_triggers` that the run placed was loaded
+    as it should be: each `should_trigger` skill loaded, no `should_not_trigger` one. A run that
+    placed none of them (a control) or has no wire record (its agent reached its model by
+    itself) cannot tell: neither a pass nor a fail."""
+
+    type: Literal["skill_triggers"] = Field(
+        "skill_triggers",
+        description="Passes when each skill of the scenario's skill_triggers that the run placed "
+        "was loaded as it should be (should_trigger loaded, should_not_trigger not); cannot "
+        "tell for a run that placed none of them or has no wire record.",
+    )
+    skills: list[str] = Field(
+        default_factory=list,
+        description="The skills of skill_triggers this gate holds; default: all of them.",
+    )
+
+
 Gate = Annotated[
     CommandSucceeds
     | CommandOutputContains
@@ -263,7 +281,8 @@ Gate = Annotated[
     | NoTranscriptErrors
     | ScriptGate
     | EvaluatorGate
-    | CheckGate,
+    | CheckGate
+    | SkillTriggersGate,
     Field(discriminator="type"),
 ]
 GATE_TYPES = [
@@ -278,5 +297,6 @@ GATE_TYPES = [
     "script",
     "evaluator",
     "check",
+    "skill_triggers",
 ]
 register_union_tags(GATE_TYPES)

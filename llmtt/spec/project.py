@@ -17,6 +17,7 @@ from llmtt import registry
 from llmtt.errors import ConfigError, LlmttError, Problem
 from llmtt.redaction import Redactor
 from llmtt.spec.config import CONTROL_VARIANT, Config, MatrixSpec, TargetSpec, load_config
+from llmtt.spec.gates import SkillTriggersGate
 from llmtt.spec.loading import Loc, dotted, line_of
 from llmtt.spec.rubric import Rubric, load_rubric
 from llmtt.spec.scenario import LoadedScenario, ScenarioMatrix, load_scenario
@@ -152,6 +153,7 @@ def load_project(root: Path, only: Path | None = None) -> Project:
     project = Project(root, config, scenarios, {}, config_lines=config_lines)
     problems.extend(_matrix_problems(project, config_lines))
     problems.extend(_variant_problems(project, config_lines))
+    problems.extend(_scenario_placed_problems(project))
     problems.extend(_compare_problems(project, config_lines))
     problems.extend(_cross_check(project))
     problems.extend(_trigger_problems(project))
@@ -260,15 +262,44 @@ GUIDANCE_PLACES = frozenset({"AGENTS.md", "CLAUDE.md"})  # where agents read `gu
 
 
 def _guidance_problems(project: Project, name: str, lines: dict[Loc, int]) -> list[Problem]:
-    """A variant's `guidance` (a readable file of the project) and `skills` (folders of the
-    project, each a valid skill, no two of one name)."""
-    problems = []
+    """A variant's `guidance` and `skills` (see `_placed_problems`), and no `files` written
+    where guidance goes."""
     toml = project.root / "llmtt.toml"
     variant = project.config.variants[name]
-    if variant.guidance is not None:
-        loc: Loc = ("variants", name, "guidance")
-        where = (toml, line_of(lines, loc), dotted(loc))
-        path = project.root / variant.guidance
+    at: Loc = ("variants", name)
+    problems = _placed_problems(
+        project, (toml, lines, at), project.root, variant.guidance, variant.skills
+    )
+    clash = sorted(set(variant.files) & GUIDANCE_PLACES)
+    if variant.guidance is not None and clash:
+        loc: Loc = (*at, "guidance")
+        problems.append(
+            Problem(
+                toml,
+                line_of(lines, loc),
+                dotted(loc),
+                f"files also writes {clash[0]}, where guidance goes for some agents: give "
+                "the text once, as guidance",
+            )
+        )
+    return problems
+
+
+def _placed_problems(
+    project: Project,
+    declared: tuple[Path, dict[Loc, int], Loc],
+    base: Path,
+    guidance: str | None,
+    skills: list[str],
+) -> list[Problem]:
+    """A `guidance` (a readable file of the project) and `skills` (folders of the project,
+    each a valid skill, no two of one name), relative to `base`, declared in a file at a place:
+    `declared` is (file, its lines, the key holding them)."""
+    problems = []
+    file, lines, at = declared
+    if guidance is not None:
+        loc: Loc = (*at, "guidance")
+        path = base / guidance
         inputs.note_file(path)
         why = (
             _OUT.format(where=os.path.realpath(path))
@@ -276,28 +307,19 @@ def _guidance_problems(project: Project, name: str, lines: dict[Loc, int]) -> li
             else _not_a_file(path)
         )
         if why:
-            problems.append(Problem(*where, f"{variant.guidance!r} {why}"))
-        clash = sorted(set(variant.files) & GUIDANCE_PLACES)
-        if clash:
-            problems.append(
-                Problem(
-                    *where,
-                    f"files also writes {clash[0]}, where guidance goes for some agents: give "
-                    "the text once, as guidance",
-                )
-            )
+            problems.append(Problem(file, line_of(lines, loc), dotted(loc), f"{guidance!r} {why}"))
     seen: dict[str, str] = {}
-    for index, source in enumerate(variant.skills):
-        loc = ("variants", name, "skills", index)
-        where = (toml, line_of(lines, loc[:-1]), dotted(loc))
-        folder = project.root / source
+    for index, source in enumerate(skills):
+        loc = (*at, "skills", index)
+        where = (file, line_of(lines, loc[:-1]), dotted(loc))
+        folder = base / source
         inputs.note_file(folder)
         if _leads_out(project.root, project.config, folder):
             problems.append(Problem(*where, f"{source!r} " + _OUT.format(where=folder)))
             continue
         skill, found = read_skill(folder, dotted(loc))
         problems += [
-            Problem(p.file or toml, p.line if p.file else where[1], p.field, p.message)
+            Problem(p.file or file, p.line if p.file else where[1], p.field, p.message)
             for p in found
         ]
         if skill is None:
@@ -315,6 +337,20 @@ def _guidance_problems(project: Project, name: str, lines: dict[Loc, int]) -> li
                 )
             )
         seen[skill.name] = source
+    return problems
+
+
+def _scenario_placed_problems(project: Project) -> list[Problem]:
+    """Each scenario's own `guidance` and `skills`, relative to its file."""
+    problems = []
+    for scenario in project.scenarios:
+        spec = scenario.spec
+        if spec.guidance is None and not spec.skills:
+            continue
+        declared = (scenario.path, scenario.lines, ())
+        problems += _placed_problems(
+            project, declared, scenario.path.parent, spec.guidance, spec.skills
+        )
     return problems
 
 
@@ -498,12 +534,14 @@ def _matrix_problems(project: Project, config_lines: dict[Loc, int]) -> list[Pro
 def _trigger_problems(project: Project) -> list[Problem]:
     """A scenario's skill_triggers naming a skill no variant places (a skill's name is its
     folder's, which load checks)."""
-    known = {Path(s).name for v in project.config.variants.values() for s in v.skills}
+    placed = {Path(s).name for v in project.config.variants.values() for s in v.skills}
     problems = []
     for scenario in project.scenarios:
         triggers = scenario.spec.skill_triggers
+        problems += _trigger_gate_problems(scenario)
         if triggers is None:
             continue
+        known = placed | {Path(s).name for s in scenario.spec.skills}
         for kind in ("should_trigger", "should_not_trigger"):
             for index, name in enumerate(getattr(triggers, kind)):
                 if name in known:
@@ -514,10 +552,44 @@ def _trigger_problems(project: Project) -> list[Problem]:
                         scenario.path,
                         line_of(scenario.lines, loc),
                         dotted(loc),
-                        f"no variant places a skill named {name!r}"
+                        f"neither a variant nor the scenario places a skill named {name!r}"
                         + (f" (skills: {', '.join(sorted(known))})" if known else ""),
                     )
                 )
+    return problems
+
+
+def _trigger_gate_problems(scenario: LoadedScenario) -> list[Problem]:
+    """A skill_triggers gate in a scenario that declares no skill_triggers, or naming a skill
+    they do not."""
+    triggers = scenario.spec.skill_triggers
+    named = set(triggers.should_trigger + triggers.should_not_trigger) if triggers else set()
+    problems = []
+    for index, gate in enumerate(scenario.spec.evaluation.gates):
+        if not isinstance(gate, SkillTriggersGate):
+            continue
+        found: list[tuple[Loc, str]] = []
+        if triggers is None:
+            found.append(
+                (
+                    ("evaluation", "gates", index, "type"),
+                    "a skill_triggers gate needs the scenario's skill_triggers "
+                    "(should_trigger: [...], should_not_trigger: [...])",
+                )
+            )
+        for at, name in enumerate(gate.skills):
+            if triggers is not None and name not in named:
+                found.append(
+                    (
+                        ("evaluation", "gates", index, "skills", at),
+                        f"{name!r} is in neither skill_triggers.should_trigger nor "
+                        f"should_not_trigger ({', '.join(sorted(named))})",
+                    )
+                )
+        problems += [
+            Problem(scenario.path, line_of(scenario.lines, loc), dotted(loc), message)
+            for loc, message in found
+        ]
     return problems
 
 

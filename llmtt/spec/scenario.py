@@ -136,6 +136,19 @@ class Scenario(Strict):
     fixture: str | None = Field(
         None, description="Folder copied as the workspace, relative to this file."
     )
+    guidance: str | None = Field(
+        None,
+        min_length=1,
+        description="A guidance file of this scenario's (relative to this file), written where "
+        "each agent reads guidance, as a variant's `guidance` is; a variant's own replaces it, "
+        "and the no-guidance control takes it out.",
+    )
+    skills: list[str] = Field(
+        default_factory=list,
+        description="Skill folders of this scenario's (relative to this file), installed where "
+        "each agent discovers skills, as a variant's `skills` are; a variant's skill of the "
+        "same name replaces one, and the no-guidance control takes them out.",
+    )
     mounts: dict[str, str] = Field(
         default_factory=dict,
         description="Folders of the workspace seen at the absolute paths the task names "
@@ -254,9 +267,14 @@ class LoadedScenario(BaseModel):
         # reports that with the scenario's line.
         return Path(os.path.realpath(self.path.parent / self.spec.fixture))
 
+    def own_path(self, path: str) -> Path:
+        """A path the scenario names (its guidance, a skill), against the scenario file's
+        folder, links followed."""
+        return Path(os.path.realpath(self.path.parent / path))
+
     def script_path(self, path: str) -> Path:
         """A script's `path`, resolved against the scenario file's folder, links followed."""
-        return Path(os.path.realpath(self.path.parent / path))
+        return self.own_path(path)
 
     def script_files(self) -> list[tuple[Loc, str]]:
         """Every script of the scenario given by `path`, with where it is written."""

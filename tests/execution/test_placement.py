@@ -10,11 +10,13 @@ from conftest import CLI_AGENTS, GIT_TOML, Project, cli_project
 
 from llmtt.agents.registry import make_agent
 from llmtt.errors import ConfigError
+from llmtt.evaluation.gates import GateContext, run_gates
 from llmtt.evaluation.guidance_use import use_fields
 from llmtt.execution.placement import control_paths, laid_files, placement
 from llmtt.plan.runs import _variant_key
 from llmtt.report.triggers import trigger_rates
 from llmtt.spec.config import CONTROL_VARIANT
+from llmtt.spec.gates import SkillTriggersGate
 from llmtt.spec.project import load_project
 
 SKILL = """\
@@ -129,6 +131,70 @@ def test_editing_a_skills_script_re_runs_that_variant_only(project: Project) -> 
     assert [t for t in added.executed() if t.endswith(":agent")] == ran, added.out
 
 
+def test_a_scenarios_own_guidance_and_skill_a_variant_replaces_and_the_control_takes_out(
+    project: Project,
+) -> None:
+    """A scenario's own guidance and skill reach every run of it; a variant's guidance
+    replaces the scenario's; the control has neither. Editing the scenario's guidance re-runs
+    the runs that are given it, and no other."""
+    toml = '[variants.taught]\nguidance = "guides/tool.md"\n\n[variants.plain]\n'
+    toml += 'files = {"notes.txt" = "guides/tool.md"}\n\n[compare]\ncontrol = true\n\n'
+    toml += '[matrix]\nvariants = ["taught", "plain"]\n'
+    _project(project, toml)
+    project.write("scenarios/own.md", "The scenario's own guidance.\n")
+    project.write("scenarios/own-skills/tally/SKILL.md", SKILL)
+    scenario = (project.root / "scenarios/s.yaml").read_text()
+    scenario = scenario.replace("Use git with care.", "guidance")
+    scenario = scenario.replace("count.sh", "SKILL.md")
+    scenario = scenario.replace("ls .agents/skills/tally/scripts", "ls .agents/skills/tally")
+    project.write("scenarios/s.yaml", "guidance: own.md\nskills: [own-skills/tally]\n" + scenario)
+    first = project.doit("run")
+    assert first.code == 0, first.out + first.err
+    skill = {
+        "kind": "skill",
+        "source": "scenarios/own-skills/tally",
+        "path": ".agents/skills/tally",
+    }
+    skill["name"] = "tally"
+    placed = {
+        v: project.json(f"s/oracle-{v}/r1/run.json").get("placed")
+        for v in ("taught", "plain", "no-guidance")
+    }
+    assert placed == {
+        "taught": [{"kind": "guidance", "source": "guides/tool.md", "path": "AGENTS.md"}, skill],
+        "plain": [{"kind": "guidance", "source": "scenarios/own.md", "path": "AGENTS.md"}, skill],
+        "no-guidance": None,
+    }
+    ws = project.results() / "s/oracle-plain/r1/workspace"
+    assert (ws / "AGENTS.md").read_text() == "The scenario's own guidance.\n"
+    control = project.results() / "s/oracle-no-guidance/r1/workspace"
+    assert not (control / "AGENTS.md").exists() and not (control / ".agents").exists()
+    project.write("scenarios/own.md", "The scenario's own guidance, edited.\n")
+    again = project.doit("run")
+    assert [t for t in again.executed() if t.endswith(":agent")] == ["s/oracle-plain/r1:agent"]
+
+
+def test_a_scenarios_skill_is_checked_where_the_scenario_names_it(project: Project) -> None:
+    _project(project)
+    project.write("scenarios/own-skills/Tally/SKILL.md", SKILL)
+    scenario = (project.root / "scenarios/s.yaml").read_text()
+    project.write(
+        "scenarios/s.yaml", "guidance: absent.md\nskills: [own-skills/Tally]\n" + scenario
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_project(project.root)
+    found = sorted((p.file.name, p.line, p.field, p.message) for p in caught.value.problems)
+    assert found == [
+        (
+            "SKILL.md",
+            2,
+            "name",
+            "'tally' must equal its folder's name 'Tally' (the agents find a skill by its folder)",
+        ),
+        ("s.yaml", 1, "guidance", "'absent.md' does not exist"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("skill", "line", "field", "says"),
     [
@@ -228,6 +294,7 @@ def test_each_real_agent_shows_the_model_its_guidance_and_the_skill_it_loads(
         evaluation:
           gates:
             - {type: file_exists, path: out.txt}
+            - {type: skill_triggers}
         """
     should = "        skill_triggers: {should_trigger: [tally]}\n"
     litellm = "        matrix: {agents: [litellm]}\n"
@@ -249,7 +316,14 @@ def test_each_real_agent_shows_the_model_its_guidance_and_the_skill_it_loads(
         seen = {k: metrics.get(k) for k in ("guidance_read", "skills_exposed", "skills_invoked")}
         loads = not run.startswith("ignores/")
         assert metrics["skill_triggers"] == {"tally": verdicts[run.split("/")[0]]}, run
-        assert metrics["outcome"] == "pass", (run, metrics)
+        wrong = {
+            "ignores": "not loaded though it should be",
+            "wrongly": "loaded though it should not be",
+        }.get(run.split("/")[0])
+        assert metrics["outcome"] == ("fail" if wrong else "pass"), (run, metrics)
+        gate = project.json(f"{run}/gates.json")["gates"][1]
+        assert gate["passed"] is (wrong is None), (run, gate)
+        assert gate["message"] == (f"tally {wrong}" if wrong else "tally loaded as it should be")
         assert seen == {
             "guidance_read": True,
             "skills_exposed": ["tally"],
@@ -263,6 +337,9 @@ def test_each_real_agent_shows_the_model_its_guidance_and_the_skill_it_loads(
     assert (litellm["precision"], litellm["recall"], litellm["f1"]) == (0.5, 0.5, 0.5)
     assert rates[("claude-code", "tally")]["recall"] == 1.0
     assert "## Skill triggers" in (project.results() / "report.md").read_text()
+    html = (project.results() / "report.html").read_text()
+    row = '<td>litellm</td><td>scripted</td><td><b>tally</b></td><td class="pass">1</td>'
+    assert row in html
 
 
 def test_a_trigger_naming_no_skill_is_a_located_error(project: Project) -> None:
@@ -273,7 +350,74 @@ def test_a_trigger_naming_no_skill_is_a_located_error(project: Project) -> None:
         load_project(project.root)
     (problem,) = caught.value.problems
     assert (problem.line, problem.field) == (2, "skill_triggers.should_trigger[0]")
-    assert "no variant places a skill named 'talley' (skills: tally)" in problem.message
+    assert (
+        "neither a variant nor the scenario places a skill named 'talley' (skills: tally)"
+        in problem.message
+    )
+
+
+def test_a_trigger_gate_needs_the_scenarios_triggers_and_names_only_theirs(
+    project: Project,
+) -> None:
+    _project(project)
+    scenario = (project.root / "scenarios/s.yaml").read_text()
+    gate = "    - {type: skill_triggers, skills: [tally, tallyho]}\n"
+    project.write("scenarios/s.yaml", scenario + gate)
+    with pytest.raises(ConfigError) as caught:
+        load_project(project.root)
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.field) == (11, "evaluation.gates[3].type")
+    assert "a skill_triggers gate needs the scenario's skill_triggers" in problem.message
+    project.write(
+        "scenarios/s.yaml", "skill_triggers: {should_trigger: [tally]}\n" + scenario + gate
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_project(project.root)
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.field) == (12, "evaluation.gates[3].skills[1]")
+    assert "'tallyho' is in neither skill_triggers.should_trigger" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "skills", "passed", "message"),
+    [
+        (
+            {"a": "tp", "b": "tn"},
+            [],
+            True,
+            "a loaded as it should be, b left alone as it should be",
+        ),
+        (
+            {"a": "fn", "b": "fp"},
+            [],
+            False,
+            "a not loaded though it should be; b loaded though it should not be",
+        ),
+        ({"a": "fn", "b": "tn"}, ["b"], True, "b left alone as it should be"),
+        ({}, [], None, "cannot tell: the run placed none of the skills this gate holds"),
+        (
+            {"a": "tp"},
+            ["b"],
+            None,
+            "cannot tell: the run placed none of the skills this gate holds",
+        ),
+        (None, [], None, "cannot tell: the run has no wire record"),
+    ],
+)
+def test_a_trigger_gate_holds_each_placed_skill_it_names(
+    tmp_path: Path,
+    verdicts: dict[str, str] | None,
+    skills: list[str],
+    passed: bool | None,
+    message: str,
+) -> None:
+    gate = SkillTriggersGate(skills=skills)
+    ctx = GateContext(
+        workspace=tmp_path, env={}, timeout_secs=5, target_commands=[], triggers=verdicts
+    )
+    (record,) = run_gates([gate], ctx)
+    assert record["passed"] is passed
+    assert record["message"].startswith(message)
 
 
 def test_a_retried_or_refused_request_is_no_turn_of_its_own() -> None:

@@ -172,6 +172,9 @@ def test_holdout_results_apart_and_lint_beside_the_agents_friction(project: Proj
         "| tune | 1 | 1 | 0 | 0 | 1 | 1 |" in text and "| holdout | 1 | 0 | 1 | 0 | 0 | 0 |" in text
     )
     assert "| init | 2 | 2 | 1 | 0 | 0 | 0 | 1 | not run |" in text
+    html = (project.results() / "report.html").read_text()
+    assert "<td><b>holdout</b></td><td>1</td><td>0</td><td>1</td><td>0</td>" in html
+    assert "<td><b>init</b></td><td>2</td><td>2</td><td>1</td>" in html
     done = subprocess.run(
         [str(BIN / "llmtt"), "check"], cwd=project.root, capture_output=True, text=True, timeout=60
     )
@@ -185,6 +188,8 @@ def test_holdout_results_apart_and_lint_beside_the_agents_friction(project: Proj
     text = (project.results() / "report.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| init |"))
     assert "| 2 | 2 | 1 | 0 | 0 | 0 | 1 | info: its help offers no machine-readable output" in row
+    html = (project.results() / "report.html").read_text()
+    assert '<span class="">info: its help offers no machine-readable output' in html
     # with no holdout scenario, no split is shown
     project.write("scenarios/held.yaml", HOLDOUT.replace("SPLIT", "tune"))
     assert project.doit("run").code == 0

@@ -18,7 +18,7 @@ def example_copy(tmp_path: Path) -> Path:
     copy.mkdir()
     for name in ("llmtt.toml", "dodo.py"):
         shutil.copy(ROOT / name, copy / name)
-    for folder in ("scenarios", "guides"):
+    for folder in ("scenarios", "guides", "llmtt/skills"):
         shutil.copytree(ROOT / folder, copy / folder)
     return copy
 
@@ -50,8 +50,12 @@ def test_example_suite_passes_except_its_negative_control(tmp_path: Path) -> Non
         gates = project.json(f"{run['run_id']}/gates.json")["gates"]
         gate_types |= {g["type"] for g in gates}
         targets.add(run["versions"]["target"].split()[0])
-    assert len(gate_types) == 9, gate_types
-    assert targets == {"git", "sqlite-utils,"}, targets
+    assert len(gate_types) == 10, gate_types
+    assert targets == {"git", "sqlite-utils,", "llmtt"}, targets
+    # llmtt's own skill: the oracle reaches its model by no gateway, so the trigger gate
+    # cannot tell; the scenario its solution wrote validates (in the checks' sandbox)
+    wrote = project.json("llmtt-writes-a-scenario/oracle/r1/gates.json")["gates"]
+    assert [g["passed"] for g in wrote] == [True, True, True, None], wrote
     assert project.doit("run").executed() == []
 
 
@@ -68,6 +72,14 @@ def test_example_suite_rehearsed_with_each_real_agent(tmp_path: Path) -> None:
         expected = "fail" if run["scenario"] == "negative-control-git-tag" else "pass"
         assert run["outcome"] == expected, (run["run_id"], run["outcome_reason"])
         assert run["cost_usd"] == 0.0
+    # every CLI was shown llmtt's skill and loaded it before running llmtt
+    loaded = {
+        (t["agent"], t["skill"]): (t["tp"], t["fn"], t["fp"]) for t in report["skill_triggers"]
+    }
+    assert loaded == {(a, "llmtt"): (1, 0, 0) for a in agents}, loaded
+    for agent in agents:
+        metrics = project.json(f"llmtt-writes-a-scenario/{agent}-scripted/r1/metrics.json")
+        assert metrics["skill_before_target"] is True, (agent, metrics)
 
 
 def test_example_with_repeats_and_two_variants_reads_at_a_glance(tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ def agents(args: argparse.Namespace) -> int:
     from llmtt.agents import install
 
     root = args.project.resolve()
+    if args.action == "install" and args.skill:
+        return _install_skill(root, args.names)
     if args.action == "install":
         dest = args.dir or (install.project_dir(root) if args.into_project else install.user_dir())
         names = args.names or list(install.CLI_AGENTS)
@@ -29,6 +31,35 @@ def agents(args: argparse.Namespace) -> int:
     if args.action == "check":
         return _check(root, args.names)
     return _list_agents(root)
+
+
+def _install_skill(root: Path, names: list[str]) -> int:
+    """llmtt's skill, written (or brought up to date) where coding agents find it."""
+    from llmtt.commands.init import SKILL_PLACES, own_skill
+    from llmtt.errors import LlmttError
+    from llmtt.util.atomic import write_text
+
+    if names:
+        raise LlmttError(
+            f"--skill installs llmtt's skill, not an agent CLI: leave out {' '.join(names)}, or "
+            "install the CLIs with a second `llmtt agents install`"
+        )
+    text = own_skill()
+    for place in SKILL_PLACES:
+        path = root / place / "llmtt" / "SKILL.md"
+        try:
+            before = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            before = None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise LlmttError(f"{path} cannot be read ({exc}); nothing more was written") from None
+        if before == text:
+            print(f"{path.relative_to(root)}: up to date")
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, text)
+        print(f"{path.relative_to(root)}: {'installed' if before is None else 'updated'}")
+    return 0
 
 
 # One scripted session with known truth: what every pinned CLI gives for it (docs/metrics.md).

@@ -207,6 +207,12 @@ def _agents_parsers(parent: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--dir", type=Path, help="into this folder (then point LLMTT_AGENTS_DIR at it)"
     )
+    where.add_argument(
+        "--skill",
+        action="store_true",
+        help="install (or update) llmtt's own skill in the project instead, where your coding "
+        "agent finds it: .claude/skills/llmtt and .agents/skills/llmtt (no CLI is installed)",
+    )
 
     check = actions.add_parser(
         "check",

@@ -277,12 +277,12 @@ def _triggers(
 ) -> tuple[bool | None, str]:
     if verdicts is None:
         return None, (
-            "cannot tell: the run has no wire record (its agent reached its model by itself), "
+            "the run has no wire record (its agent reached its model by itself), "
             "so what the model was sent is unknown"
         )
     held = {s: v for s, v in verdicts.items() if not gate.skills or s in gate.skills}
     if not held:
-        return None, "cannot tell: the run placed none of the skills this gate holds"
+        return None, "the run placed none of the skills this gate holds"
     wrong = [
         f"{s} {'not loaded though it should be' if v == 'fn' else 'loaded though it should not be'}"
         for s, v in sorted(held.items())

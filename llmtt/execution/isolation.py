@@ -106,9 +106,11 @@ def sandbox(root: Path, results: Path, config: Config, *more: Path) -> Sandbox |
         found.append(install)
     read_only = _outermost([*seen, *found, *extras])
     shown = (*read_only, *map(Path, SYSTEM_DIRS))
-    # What must stay unseen though a shown folder holds it: llmtt's code, and the project, its
-    # results or HOME under a folder the user or PATH shows (a project in /opt/...).
-    unseen = [*_llmtt_folders(), *(k for k in keep_out if k != Path("/"))]
+    # What must stay unseen though a shown folder holds it: llmtt's code (unless llmtt is the
+    # target), and the project, its results or HOME under a folder the user or PATH shows (a
+    # project in /opt/...).
+    own = () if set(_llmtt_folders()) <= set(more) else _llmtt_folders()
+    unseen = [*own, *(k for k in keep_out if k != Path("/"))]
     hidden = tuple(p for p in unseen if any(p.is_relative_to(r) and p != r for r in shown))
     aliases = tuple(a for p in more if (a := _alias(p)) is not None)
     return Sandbox(bwrap, read_only, shared, hidden, aliases)
@@ -126,11 +128,17 @@ def _alias(program: Path) -> tuple[Path, Path] | None:
 
 
 def target_program(binary: str | None) -> list[Path]:
-    """The target's program where a run finds it (its install is shown to the sandbox)."""
+    """The target's program where a run finds it (its install is shown to the sandbox); for
+    the `llmtt` command of this llmtt, its code too (a suite testing llmtt itself)."""
     if not binary:
         return []
     found = binary if "/" in binary else shutil.which(binary, path=tool_path())
-    return [Path(found)] if found and os.path.exists(found) else []
+    if not found or not os.path.exists(found):
+        return []
+    own = Path(sys.prefix) / "bin" / "llmtt"
+    if own.exists() and os.path.realpath(found) == os.path.realpath(own):
+        return [Path(found), *_llmtt_folders()]
+    return [Path(found)]
 
 
 def _user_path(root: Path, given: str) -> Path:

@@ -122,3 +122,23 @@ def test_init_installs_llmtts_skill_whose_examples_validate(tmp_path: Path) -> N
     )
     checked = _llmtt("validate", cwd=project)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_agents_install_skill_installs_and_updates_llmtts_skill_only(tmp_path: Path) -> None:
+    """`llmtt agents install --skill` writes llmtt's skill where coding agents find it, brings
+    an older copy up to date, and installs no CLI (nor takes a CLI's name)."""
+    stale = tmp_path / ".agents/skills/llmtt/SKILL.md"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("an older llmtt's skill\n")
+    done = _llmtt("agents", "install", "--skill", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        ".claude/skills/llmtt/SKILL.md: installed",
+        ".agents/skills/llmtt/SKILL.md: updated",
+    ]
+    assert {(tmp_path / p / "llmtt/SKILL.md").read_text() for p in SKILL_PLACES} == {own_skill()}
+    again = _llmtt("agents", "install", "--skill", cwd=tmp_path)
+    assert again.stdout.count(": up to date") == 2, again.stdout
+    refused = _llmtt("agents", "install", "--skill", "codex", cwd=tmp_path)
+    assert refused.returncode == 2 and "leave out codex" in refused.stderr, refused.stderr
+    assert not (tmp_path / ".llmtt").exists()

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+import llmtt
 from tests.conftest import BIN, Project, cli_project
 
 CANARY = "sk-cnry5f3aZq81"
@@ -59,6 +60,7 @@ def _probes(root: Path, home: Path, port: int, *, destructive: bool) -> dict[str
         "other-workspace": f"grep -q victim {q(str(victim / 'workspace/victim.txt'))}",
         "other-transcript": f"grep -q victim {q(str(victim / 'transcript.raw.txt'))}",
         "results-db": f"grep -q SQLite {q(str(results / 'results.db'))}",
+        "llmtt-code": f"grep -q __version__ {q(str(Path(llmtt.__file__)))}",
         "harness-env": f"cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -q {CANARY}",
         "parent-env": f"tr '\\0' '\\n' < /proc/$PPID/environ | grep -q {CANARY}",
         "harness-process": "ps -eo args | grep -q '[d]oit'",

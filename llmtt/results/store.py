@@ -143,11 +143,29 @@ CREATE TABLE IF NOT EXISTS results (
     duration_secs REAL,
     agent_version TEXT,
     target_version TEXT,
-    record TEXT NOT NULL              -- the full JSON record
+    record TEXT NOT NULL,             -- the full JSON record
+    point TEXT                        -- its `doit run` (POINT_OF): a point of the history
 );
 CREATE INDEX IF NOT EXISTS results_run ON results (run_id, timestamp);
 CREATE INDEX IF NOT EXISTS results_group ON results (scenario, agent, model, variant);
 CREATE TABLE IF NOT EXISTS llmtt_meta (key TEXT PRIMARY KEY, value TEXT);
+-- The history (llmtt.results.trends), kept as records come so that a report reads a few rows
+-- a point, however many records came before: each point by its first pass or fail record;
+-- each run's last record in a point; and per point and group, those records summed (runs,
+-- passed, cost, how many had a cost, the newest record's id).
+CREATE TABLE IF NOT EXISTS points (point TEXT PRIMARY KEY, first_id INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS points_order ON points (first_id);
+CREATE TABLE IF NOT EXISTS point_runs (
+    point TEXT NOT NULL, run_id TEXT NOT NULL, id INTEGER NOT NULL, outcome TEXT NOT NULL,
+    cost REAL, scenario TEXT NOT NULL, agent TEXT NOT NULL, model TEXT NOT NULL,
+    variant TEXT NOT NULL, PRIMARY KEY (point, run_id));
+CREATE INDEX IF NOT EXISTS point_runs_group
+    ON point_runs (point, scenario, agent, model, variant, id);
+CREATE TABLE IF NOT EXISTS point_groups (
+    point TEXT NOT NULL, scenario TEXT NOT NULL, agent TEXT NOT NULL, model TEXT NOT NULL,
+    variant TEXT NOT NULL, runs INTEGER NOT NULL, passed INTEGER NOT NULL, cost REAL NOT NULL,
+    priced INTEGER NOT NULL, last_id INTEGER NOT NULL,
+    PRIMARY KEY (point, scenario, agent, model, variant));
 -- An evaluated run appears once per evaluation (a gate edited, a rubric changed): `attempts`
 -- keeps the latest evaluation of each agent attempt (a run and its agent key), for trends;
 -- `latest` the latest evaluation of each run, its current result.
@@ -239,9 +257,108 @@ def _connection(db: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.executescript(SCHEMA)
+    _add_points(conn)
     version = conn.execute("PRAGMA schema_version").fetchone()[0]
     _CONNECTIONS[key] = (os.stat(db).st_ino, version, conn)
     return conn
+
+
+# A record's point of the history: the `doit run` that evaluated it (`invocation`: when it
+# began, or the user's LLMTT_LABEL), else, for records older than that field, its day.
+POINT_OF = "coalesce(json_extract(record, '$.invocation'), substr(timestamp, 1, 10))"
+
+
+def _add_points(conn: sqlite3.Connection) -> None:
+    """Give a results.db made before the history was kept its history, once: its records'
+    points read from their JSON, then the three tables filled from them."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(results)")}
+    if "point" in columns:
+        return
+    with conn:
+        conn.execute("ALTER TABLE results ADD COLUMN point TEXT")
+        conn.execute(f"UPDATE results SET point = {POINT_OF}")
+        for table in ("points", "point_runs", "point_groups"):
+            conn.execute(f"DELETE FROM {table}")
+        conn.execute(
+            "INSERT INTO points (point, first_id) SELECT point, min(id) FROM results "
+            "WHERE outcome IN ('pass', 'fail') GROUP BY point"
+        )
+        conn.execute(
+            "INSERT INTO point_runs SELECT point, run_id, id, outcome, cost_usd, scenario, "
+            "agent, coalesce(model, ''), coalesce(variant, '') FROM results WHERE id IN "
+            "(SELECT max(id) FROM results GROUP BY point, run_id)"
+        )
+        conn.execute(
+            "INSERT INTO point_groups SELECT point, scenario, agent, model, variant, count(*), "
+            "sum(outcome = 'pass'), sum(coalesce(cost, 0)), count(cost), max(id) "
+            "FROM point_runs WHERE outcome IN ('pass', 'fail') "
+            "GROUP BY point, scenario, agent, model, variant"
+        )
+
+
+def _keep_history(conn: Any, record: dict[str, Any], point: str, row_id: int) -> None:
+    """The history's tables after one more record: it becomes its run's last in its point,
+    taking the place of the one before in its group's sums."""
+    outcome = record.get("outcome", "")
+    cost = record.get("cost_usd")
+    group = (
+        point,
+        record.get("scenario", ""),
+        record.get("agent", ""),
+        record.get("model") or "",
+        record.get("variant") or "",
+    )
+    before = conn.execute(
+        "SELECT outcome, cost, scenario, agent, model, variant FROM point_runs "
+        "WHERE point = ? AND run_id = ?",
+        (point, record.get("run_id", "")),
+    ).fetchone()
+    if before is not None and before[0] in ("pass", "fail"):
+        # Its group without it: the sums, and the newest of the group's other runs' records.
+        conn.execute(
+            "UPDATE point_groups SET runs = runs - 1, passed = passed - :passed, "
+            "cost = cost - :cost, priced = priced - :priced, last_id = coalesce((SELECT "
+            "max(id) FROM point_runs WHERE point = :point AND scenario = :scenario AND "
+            "agent = :agent AND model = :model AND variant = :variant AND outcome IN ('pass', "
+            "'fail') AND run_id != :run_id), 0) WHERE point = :point AND scenario = :scenario "
+            "AND agent = :agent AND model = :model AND variant = :variant",
+            {
+                "passed": before[0] == "pass",
+                "cost": before[1] or 0.0,
+                "priced": before[1] is not None,
+                "point": point,
+                "scenario": before[2],
+                "agent": before[3],
+                "model": before[4],
+                "variant": before[5],
+                "run_id": record.get("run_id", ""),
+            },
+        )
+    conn.execute(
+        "INSERT OR REPLACE INTO point_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (point, record.get("run_id", ""), row_id, outcome, cost, *group[1:]),
+    )
+    if outcome not in ("pass", "fail"):
+        return
+    conn.execute("INSERT OR IGNORE INTO points (point, first_id) VALUES (?, ?)", (point, row_id))
+    conn.execute(
+        "INSERT INTO point_groups VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?) "
+        "ON CONFLICT (point, scenario, agent, model, variant) DO UPDATE SET "
+        "runs = runs + 1, passed = passed + excluded.passed, cost = cost + excluded.cost, "
+        "priced = priced + excluded.priced, last_id = max(last_id, excluded.last_id)",
+        (*group, outcome == "pass", cost or 0.0, cost is not None, row_id),
+    )
+
+
+def results_connection(db: Path) -> sqlite3.Connection:
+    """This process's connection to results.db, its schema up to date (OSError naming the
+    file when SQLite fails)."""
+    import sqlite3
+
+    try:
+        return _connection(db)
+    except sqlite3.Error as exc:
+        raise _failed(exc, db) from None
 
 
 def _insert_new_lines(db: Path, handle: BinaryIO) -> None:
@@ -257,7 +374,8 @@ def _insert_new_lines(db: Path, handle: BinaryIO) -> None:
         if offset == size and row is not None:
             return  # nothing new: no write, no sync
         if offset > size:
-            conn.execute("DELETE FROM results")
+            for table in ("results", "points", "point_runs", "point_groups"):
+                conn.execute(f"DELETE FROM {table}")
             offset = 0
         handle.seek(offset)
         for line in handle.read(size - offset).splitlines():
@@ -296,14 +414,16 @@ def _insert(conn: Any, record: dict[str, Any]) -> None:
         versions.get("agent"),
         versions.get("target"),
         json.dumps(record, default=str),
+        record.get("invocation") or str(record.get("timestamp", ""))[:10],
     )
-    conn.execute(
+    cursor = conn.execute(
         "INSERT INTO results (timestamp, run_id, scenario, agent, model, variant, repeat, "
         "outcome, outcome_reason, gates_passed, gates_total, judge_score, cost_usd, "
-        "input_tokens, output_tokens, duration_secs, agent_version, target_version, record) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "input_tokens, output_tokens, duration_secs, agent_version, target_version, record, "
+        "point) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         row,
     )
+    _keep_history(conn, record, row[-1], cursor.lastrowid)
 
 
 class ResultsStore:

@@ -7,9 +7,10 @@ label in `LLMTT_LABEL`; older records, without one, fall back to their day). A g
 point holds the runs of that group evaluated in that invocation, each run's last evaluation in
 it counted once; a group not evaluated in an invocation has no point there. An invocation may
 select other agents, models or scenarios than the one before, so the project's pass rate is
-not drawn as one line: each agent / model / variant has its own. The figures are summed in one
-SQL query, so a results.db of many thousands of rows costs one query, and only the last
-`POINTS` invocations are shown.
+not drawn as one line: each agent / model / variant has its own. results.db keeps these sums
+as records come (llmtt.results.store), so a report reads the groups of the last `POINTS`
+invocations and nothing else: neither the re-runs before them nor the size of results.db add
+to its time.
 """
 
 from __future__ import annotations
@@ -21,21 +22,22 @@ from pathlib import Path
 from typing import Any
 
 from llmtt.results.baseline import group_key
+from llmtt.results.store import results_connection
 
 POINTS = 20  # invocations shown
 LINES = 8  # agent / model / variant lines drawn, the most recently evaluated
 GROUPS = 200  # scenario groups listed, the most recently evaluated first
 COLUMNS = 6  # a group's latest points in the table
 
-_POINT = "coalesce(json_extract(record, '$.invocation'), substr(timestamp, 1, 10))"
+# The groups of the last POINTS points, as results.db keeps them summed (llmtt.results.store):
+# each run's last evaluation in a point, counted once.
 _QUERY = f"""
-SELECT {_POINT} AS point, min(id), max(id), scenario, agent,
-       coalesce(model, ''), coalesce(variant, ''), count(*),
-       sum(outcome = 'pass'), sum(cost_usd), count(cost_usd)
-FROM results
-WHERE id IN (SELECT max(id) FROM results GROUP BY {_POINT}, run_id)
-  AND outcome IN ('pass', 'fail')
-GROUP BY point, scenario, agent, model, variant
+SELECT g.point, p.first_id, g.last_id, g.scenario, g.agent, g.model, g.variant, g.runs,
+       g.passed, g.cost, g.priced
+FROM point_groups AS g
+JOIN (SELECT point, first_id FROM points ORDER BY first_id DESC LIMIT {POINTS}) AS p
+  ON p.point = g.point
+WHERE g.runs > 0
 """
 
 
@@ -169,10 +171,9 @@ def _line_baseline(agent: str, model: str, variant: str, base: dict[str, Any]) -
 def _rows(db: Path) -> list[tuple[Any, ...]]:
     if not db.exists():
         return []
-    conn = sqlite3.connect(db, timeout=30)  # a path, not a URI: any file name is taken as is
     try:
-        return list(conn.execute(_QUERY))
-    except sqlite3.Error:
-        return []  # an old or damaged results.db: no history, the report still renders
-    finally:
-        conn.close()
+        # The store's connection: it gives a results.db made before the history's points
+        # their points, once.
+        return list(results_connection(db).execute(_QUERY))
+    except (sqlite3.Error, OSError):
+        return []  # a damaged results.db: no history, the report still renders

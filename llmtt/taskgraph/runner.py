@@ -16,6 +16,7 @@ worker's end, whichever comes first:
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import multiprocessing.queues
 import os
@@ -85,6 +86,12 @@ class WorkerRunner(MRunner):  # type: ignore[misc]  # doit is untyped
             worker.start()
             return worker
 
+        # The task graph (every run's tasks) was built before the workers fork, and they share
+        # its pages with doit's main process until one writes to them. Python's garbage
+        # collector writes to every object it goes through, so a worker would soon hold a
+        # copy of the whole graph; frozen, the collector leaves these objects alone.
+        gc.collect()
+        gc.freeze()
         self.start_worker = start
         self.workers = super()._run_start_processes(job_q, result_q)
         result_q.runner = self

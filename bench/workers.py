@@ -101,16 +101,15 @@ def measure(root: Path, secs: float) -> tuple[float, float, int]:
                 break
             time.sleep(0.2)
     finally:
-        if proc.poll() is not None:  # all its runs done within the time
-            if proc.returncode != 0:
-                raise SystemExit(f"doit run -n 2 failed (status {proc.returncode}) in {root}")
-            return pss, rss, len(seen)
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        if proc.poll() is None:  # still carrying out runs: stopped as a user would
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        elif proc.returncode != 0:
+            raise SystemExit(f"doit run -n 2 failed (status {proc.returncode}) in {root}")
     return pss, rss, len(seen)
 
 

@@ -1,0 +1,207 @@
+"""ATIF trajectories: a run exported (checked against the fields ATIF-v1.7 requires), imported
+as a run of another agent, and graded by `doit run` to the same metrics and outcome, without
+starting an agent; a file that is no trajectory is refused with what is wrong."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import GIT_TOML, Project
+
+from llmtt.commands.main import main
+
+SCENARIO = """\
+task: {prompt: Make a repository and commit nothing.}
+solution: [git init -q ., git comit, git status --short, 'echo token=$MY_TOKEN']
+evaluation:
+  gates:
+    - {type: file_exists, path: .git/HEAD}
+    - {type: command_succeeds, command: git rev-parse --git-dir}
+"""
+# What the interaction metrics of a replayed run must share with the run it came from.
+SAME = (
+    "total_commands",
+    "unique_commands",
+    "error_count",
+    "unknown_exit_count",
+    "retry_count",
+    "retries_after_failure",
+    "help_invocations",
+    "first_try_success_rate",
+    "error_rate",
+    "completed",
+    "by_subcommand",
+    "turns",
+    "tool_calls",
+    "tool_calls_ok",
+    "tool_calls_error",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "duration_secs",
+    "natural_stop",
+)
+
+
+def required_fields(trajectory: dict) -> None:
+    """The fields ATIF-v1.7 requires (Harbor's src/harbor/models/trajectories/), checked here
+    apart from llmtt's own models."""
+    assert trajectory["schema_version"] == "ATIF-v1.7"
+    assert isinstance(trajectory["agent"]["name"], str)
+    assert isinstance(trajectory["agent"]["version"], str)
+    assert trajectory["steps"]
+    for number, step in enumerate(trajectory["steps"], start=1):
+        assert step["step_id"] == number
+        assert step["source"] in ("system", "user", "agent")
+        assert isinstance(step["message"], str)
+        calls = {c["tool_call_id"] for c in step.get("tool_calls", [])}
+        for call in step.get("tool_calls", []):
+            assert isinstance(call["function_name"], str)
+            assert isinstance(call["arguments"], dict)
+        for result in step.get("observation", {"results": []})["results"]:
+            assert result.get("source_call_id") in calls
+        if step["source"] != "agent":
+            assert not {"tool_calls", "metrics", "model_name"} & set(step)
+
+
+def test_a_run_exported_and_imported_grades_the_same(project: Project, tmp_path: Path) -> None:
+    project.write("llmtt.toml", GIT_TOML + 'env.MY_TOKEN = "tok-0123456789abcdef"\n')
+    project.write("scenarios/s.yaml", SCENARIO)
+    assert project.doit("run").code == 0
+    out = tmp_path / "atif"
+    root = str(project.root)
+    assert main(["export", "atif", "all", "--project", root, "--out", str(out)]) == 0
+    exported = out / "s" / "oracle" / "r1.json"
+    text = exported.read_text()
+    assert "0123456789abcdef" not in text and "[REDACTED]" in text  # redacted
+    trajectory = json.loads(text)
+    required_fields(trajectory)
+    steps = trajectory["steps"]
+    assert steps[0] == {
+        "source": "user",
+        "message": "Make a repository and commit nothing.",
+        "timestamp": steps[0]["timestamp"],
+        "step_id": 1,
+    }
+    calls = [c for s in steps for c in s.get("tool_calls", [])]
+    assert [c["arguments"]["command"] for c in calls][:3] == [
+        "git init -q .",
+        "git comit",
+        "git status --short",
+    ]
+    assert calls[0]["function_name"] == "bash"
+    assert trajectory["final_metrics"]["total_steps"] == len(steps)
+    assert trajectory["extra"]["llmtt"]["outcome"] == "pass"
+
+    original = project.results() / "s" / "oracle" / "r1"
+    assert (
+        main(
+            [
+                *("import", "atif", str(exported), "--scenario", "s", "--agent", "replayed"),
+                *("--workspace", str(original / "workspace"), "--project", root),
+            ]
+        )
+        == 0
+    )
+    project.write(
+        "llmtt.toml",
+        (project.root / "llmtt.toml").read_text()
+        + '\n[agents.replayed]\ntrajectories = "trajectories/replayed"\n',
+    )
+    done = project.doit("run", "agent=replayed", "scenario=s")
+    assert done.code == 0, done.out + done.err
+    replayed = project.results() / "s" / "replayed" / "r1"
+    spawn = json.loads((replayed / "events.jsonl").read_text().splitlines()[0])
+    assert spawn["command"] == "replay"  # no agent was started
+    before, after = (json.loads((d / "metrics.json").read_text()) for d in (original, replayed))
+    assert {k: after[k] for k in SAME} == {k: before[k] for k in SAME}
+    assert before["total_commands"] == 3 and before["error_count"] == 1
+    a, b = (json.loads((d / "result.json").read_text()) for d in (original, replayed))
+    assert (b["outcome"], b["gates_passed"], b["gates_total"]) == ("pass", 2, 2)
+    assert (a["outcome"], a["gates_passed"], a["gates_total"]) == ("pass", 2, 2)
+    # The recording of the replay holds the commands it replayed.
+    assert "$ git comit" in (replayed / "session.cast").read_text()
+
+
+def test_a_file_that_is_no_trajectory_is_refused(
+    project: Project, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project.write("llmtt.toml", GIT_TOML)
+    project.write("scenarios/s.yaml", SCENARIO)
+    bad = tmp_path / "t.json"
+    bad.write_text(json.dumps({"schema_version": "ATIF-v1.7", "agent": {"name": "x"}, "steps": []}))
+    args = ["import", "atif", str(bad), "--scenario", "s", "--project", str(project.root)]
+    assert main(args) == 2
+    said = capsys.readouterr().err
+    assert f"{bad}: not an ATIF trajectory" in said and "agent.version: Field required" in said
+    assert "Traceback" not in said
+    assert main([*args[:3], "--scenario", "t", "--project", str(project.root)]) == 2
+    assert "--scenario 't' is not a scenario" in capsys.readouterr().err
+
+
+def run_folder(folder: Path, wire: list[dict] | None) -> Path:
+    """A run folder as the agent layer leaves it: two model turns, the first with a tool call,
+    each turn's usage reported after it (as claude-code's stream does)."""
+    folder.mkdir()
+    record = {"run_id": "s/a-m/r1", "scenario": "s", "agent": "a", "model": "m", "repeat": 1}
+    record.update(started_at="2026-11-27T00:00:00+00:00", versions={"agent": "1.2.3"})
+    (folder / "run.json").write_text(json.dumps({**record, "status": "completed"}))
+    events = [
+        {"event": "message", "role": "assistant", "text": "I will look."},
+        {"event": "tool_call", "id": "c1", "tool": "shell", "agent_tool": "Bash", "command": "ls"},
+        {"event": "usage", "input_tokens": 10, "output_tokens": 5, "cache_read_tokens": 2},
+        {"event": "tool_result", "id": "c1", "output": "a.txt\n", "exit_code": 0},
+        {"event": "message", "role": "assistant", "text": "Done."},
+        {"event": "usage", "input_tokens": 20, "output_tokens": 7, "cost_usd": 0.5},
+        {"event": "usage", "input_tokens": 3, "side": True},
+        {"event": "complete", "exit_code": 0, "duration_secs": 4.5, "natural_stop": True},
+    ]
+    lines = [json.dumps({"ts": 1_790_000_000 + n, **e}) for n, e in enumerate(events)]
+    (folder / "events.jsonl").write_text("\n".join(lines) + "\n")
+    if wire is not None:
+        (folder / "wire.jsonl").write_text("".join(json.dumps(r) + "\n" for r in wire))
+    return folder
+
+
+def test_each_turn_carries_its_tokens_from_the_wire_record(tmp_path: Path) -> None:
+    from llmtt.trajectories.atif import Trajectory
+    from llmtt.trajectories.export import export_run
+
+    turn = {"wire": "anthropic", "tools": 3, "status": 200}
+    wire = [
+        {**turn, "input_tokens": 11, "output_tokens": 6, "cache_write_tokens": 4},
+        {"wire": "anthropic", "tools": 0, "status": 200, "input_tokens": 3},  # a side request
+        {**turn, "input_tokens": 21, "output_tokens": 8, "cache_read_tokens": 9, "cost_usd": 0.25},
+    ]
+    trajectory = export_run(run_folder(tmp_path / "w", wire), "Do it.", "test")
+    Trajectory.model_validate(trajectory)
+    required_fields(trajectory)
+    first, second = trajectory["steps"][1:]
+    assert first["message"] == "I will look." and first["llm_call_count"] == 1
+    assert first["tool_calls"] == [
+        {"tool_call_id": "c1", "function_name": "Bash", "arguments": {"command": "ls"}}
+    ]
+    assert first["observation"] == {"results": [{"source_call_id": "c1", "content": "a.txt\n"}]}
+    assert first["extra"] == {"llmtt": {"exit_codes": {"c1": 0}}}
+    # the wire's figures (prompt tokens count cached reads and writes), not the events'
+    assert first["metrics"] == {
+        "prompt_tokens": 15,
+        "completion_tokens": 6,
+        "cached_tokens": 0,
+        "cost_usd": None,
+        "extra": {"llmtt": {"cache_write_tokens": 4}},
+    }
+    assert second["metrics"] == {
+        "prompt_tokens": 30,
+        "completion_tokens": 8,
+        "cached_tokens": 9,
+        "cost_usd": 0.25,
+    }
+    assert second["model_name"] == "m" and trajectory["agent"]["version"] == "1.2.3"
+    assert trajectory["extra"]["llmtt"]["ended"]["duration_secs"] == 4.5
+    # a wire record that does not match the turns reported: the events' own figures
+    trajectory = export_run(run_folder(tmp_path / "e", wire[:1]), "Do it.", "test")
+    assert trajectory["steps"][1]["metrics"]["prompt_tokens"] == 12
+    assert trajectory["steps"][2]["metrics"]["cost_usd"] == 0.5

@@ -11,8 +11,8 @@ What is recorded is cut at line ends (and carriage returns), never inside a line
 piece passes the run's redactor: a secret is masked whole, as in the event log, and the file
 can be shown where the transcript, kept raw, cannot. Lines end as a terminal shows them: a bare
 newline that llmtt or a pipe wrote becomes CR LF, as the PTY's own line discipline makes it.
-The recording is bounded like the transcript: past MAX_CAST bytes, its first and last halves
-stay, with a line between them saying how much was cut.
+The recording is bounded like the transcript: past about MAX_CAST bytes, its first and last
+halves stay, with a line between them saying how many characters were cut.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 CAST_FILE = "session.cast"
 MAX_CAST = 32 * 1024 * 1024  # bytes of recorded text kept: the first and last 16 MiB
 LONGEST_PIECE = 16_384  # characters of one line held before they are recorded anyway
+_LINE_COST = len('[1234.123456, "o", ""]\n')  # what a line adds to its text
 _BARE_LF = re.compile(r"(?<!\r)\n")
 
 
@@ -55,8 +56,9 @@ class Recorder:
         self._after_cr = False  # the text so far ended in a carriage return
         self._head = limit // 2  # bytes the head may still take
         self._keep = limit // 2
-        self._end: deque[tuple[bytes, int]] = deque()  # lines past the head, and their sizes
-        self._held = 0
+        # pieces past the head, not yet masked: (time, text, about its line's size)
+        self._end: deque[tuple[float, str, int]] = deque()
+        self._held = 0  # about the size of `_end`'s lines
         self._cut = 0
         self._last = 0.0
         rows, columns = DIMENSIONS
@@ -97,10 +99,10 @@ class Recorder:
             if self._pending:
                 self._emit(self._pending)
             if self._cut:
-                marker = f"\r\n[... {self._cut} bytes of the session cut by llmtt ...]\r\n"
-                self._file.write(self._line(self._last, marker))
-            for line, _ in self._end:
-                self._file.write(line)
+                marker = f"\r\n[... {self._cut} characters of the session cut by llmtt ...]\r\n"
+                self._file.write(self._line(self._end[0][0], marker))
+            for at, text, _ in self._end:
+                self._file.write(self._line(at, self._masked(text)))
             self._file.close()
             os.replace(self.part, self.path)
         finally:
@@ -116,21 +118,28 @@ class Recorder:
         return first + _BARE_LF.sub("\r\n", text)
 
     def _emit(self, text: str) -> None:
-        if self._redact is not None:
-            text = self._redact.text(text)
+        """One piece recorded: into the file while the head has room; else held with the end,
+        masked only if it is kept (a command printing 100 MB costs no more than one printing
+        the end's worth)."""
         self._last = round(time.monotonic() - self._started, 6)
-        line = self._line(self._last, text)
-        if self._head >= len(line):
-            self._head -= len(line)
-            self._file.write(line)
-            self._file.flush()
-            return
-        self._head = 0
-        self._end.append((line, len(line)))
-        self._held += len(line)
-        while self._held - self._end[0][1] >= self._keep:
-            self._held -= self._end[0][1]
-            self._cut += self._end.popleft()[1]
+        if self._head:
+            line = self._line(self._last, self._masked(text))
+            if self._head >= len(line):
+                self._head -= len(line)
+                self._file.write(line)
+                self._file.flush()
+                return
+            self._head = 0
+        size = len(text) + _LINE_COST  # about its line's size, not masked nor escaped yet
+        self._end.append((self._last, text, size))
+        self._held += size
+        while self._held - self._end[0][2] >= self._keep:
+            _, cut, size = self._end.popleft()
+            self._held -= size
+            self._cut += len(cut)
+
+    def _masked(self, text: str) -> str:
+        return self._redact.text(text) if self._redact is not None else text
 
     @staticmethod
     def _line(at: float, text: str) -> bytes:

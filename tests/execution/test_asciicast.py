@@ -57,7 +57,7 @@ def test_recording_is_bounded_and_says_what_was_cut(tmp_path: Path) -> None:
     _, events = lines(cast)
     texts = "".join(str(e[2]) for e in events)
     assert texts.startswith("line 0000\r\n") and texts.endswith("line 0999\r\n")
-    assert "bytes of the session cut by llmtt ..." in texts
+    assert "characters of the session cut by llmtt ..." in texts
     # the report reads its end only, and says how much it left out
     read = read_cast(cast, 1000)
     assert read is not None and read["cut"] > 0

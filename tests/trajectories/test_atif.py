@@ -45,6 +45,51 @@ SAME = (
 )
 
 
+# A trajectory as another harness writes it (Harbor's terminus-2 agent): no llmtt extras.
+HARBOR = {
+    "schema_version": "ATIF-v1.6",
+    "session_id": "trial-1",
+    "agent": {"name": "terminus-2", "version": "2.0.0", "model_name": "some-model"},
+    "steps": [
+        {"step_id": 1, "source": "user", "message": "Make a repository."},
+        {
+            "step_id": 2,
+            "source": "agent",
+            "message": [{"type": "text", "text": "Let me start."}],
+            "tool_calls": [
+                {
+                    "tool_call_id": "t1",
+                    "function_name": "bash",
+                    "arguments": {"command": "git init"},
+                }
+            ],
+            "observation": {"results": [{"source_call_id": "t1", "content": "Initialized"}]},
+            "metrics": {
+                "prompt_tokens": 100,
+                "completion_tokens": 10,
+                "cached_tokens": 40,
+                "cost_usd": 0.01,
+            },
+        },
+        {
+            "step_id": 3,
+            "source": "agent",
+            "message": "",
+            "tool_calls": [
+                {"tool_call_id": "t2", "function_name": "bash", "arguments": {"command": "git log"}}
+            ],
+            "observation": {"results": [{"source_call_id": "t2", "content": "fatal: no"}]},
+            "metrics": {
+                "prompt_tokens": 100,
+                "completion_tokens": 10,
+                "cached_tokens": 40,
+                "cost_usd": 0.01,
+            },
+        },
+    ],
+}
+
+
 def required_fields(trajectory: dict) -> None:
     """The fields ATIF-v1.7 requires (Harbor's src/harbor/models/trajectories/), checked here
     apart from llmtt's own models."""
@@ -105,12 +150,17 @@ def test_a_run_exported_and_imported_grades_the_same(project: Project, tmp_path:
         )
         == 0
     )
+    # and a trajectory of another harness, with no workspace and no exit codes
+    harbor = tmp_path / "harbor.json"
+    harbor.write_text(json.dumps(HARBOR))
+    assert main(["import", "atif", str(harbor), "--scenario", "s", "--project", root]) == 0
     project.write(
         "llmtt.toml",
         (project.root / "llmtt.toml").read_text()
-        + '\n[agents.replayed]\ntrajectories = "trajectories/replayed"\n',
+        + '\n[agents.replayed]\ntrajectories = "trajectories/replayed"\n'
+        + '\n[agents.atif-terminus-2]\ntrajectories = "trajectories/atif-terminus-2"\n',
     )
-    done = project.doit("run", "agent=replayed", "scenario=s")
+    done = project.doit("run", "agent=replayed,atif-terminus-2", "scenario=s")
     assert done.code == 0, done.out + done.err
     replayed = project.results() / "s" / "replayed" / "r1"
     spawn = json.loads((replayed / "events.jsonl").read_text().splitlines()[0])
@@ -123,6 +173,14 @@ def test_a_run_exported_and_imported_grades_the_same(project: Project, tmp_path:
     assert (a["outcome"], a["gates_passed"], a["gates_total"]) == ("pass", 2, 2)
     # The recording of the replay holds the commands it replayed.
     assert "$ git comit" in (replayed / "session.cast").read_text()
+    # Harbor's: graded on the workspace the setup left (no .git), its exit codes unknown
+    other = project.results() / "s" / "atif-terminus-2" / "r1"
+    metrics = json.loads((other / "metrics.json").read_text())
+    assert (metrics["total_commands"], metrics["unknown_exit_count"]) == (2, 2)
+    assert (metrics["turns"], metrics["input_tokens"], metrics["cache_read_tokens"]) == (2, 120, 80)
+    assert metrics["cost_usd"] == 0.02 and metrics["completed"] is False
+    result = json.loads((other / "result.json").read_text())
+    assert result["outcome"] == "fail" and result["gates_passed"] == 0
 
 
 def test_a_file_that_is_no_trajectory_is_refused(

@@ -8,10 +8,10 @@ scenario's gates, metrics and judge like any run.
 The trajectory of the run's scenario becomes its events: each agent step's message, tool calls
 (the agent's own tool names, named as llmtt names them) and what they gave back, and its tokens
 and cost as `usage`; user and system steps are the task, not the agent's doing, and are left
-out. An exit code travels under the step's `extra.llmtt.exit_codes` (llmtt's own export writes
-it); without one it is unknown, never guessed. The workspace the trajectory left, when it was
-imported with one, replaces the prepared workspace's content; else the gates see the workspace
-as the setup left it.
+out. A step of N model requests (`llm_call_count`) is N turns. An exit code travels under the
+step's `extra.llmtt.exit_codes` (llmtt's own export writes it); without one it is unknown,
+never guessed. The workspace the trajectory left, when it was imported with one, replaces the
+prepared workspace's content; else the gates see the workspace as the setup left it.
 """
 
 from __future__ import annotations
@@ -138,6 +138,10 @@ def _replay(ctx: RunContext, step: Step) -> None:
     ctx.transcript.flush()
     if step.metrics is not None:
         ctx.events.emit("usage", **_usage(step))
+        # A step standing for several model requests is as many turns; its figures, summed,
+        # are all on the first.
+        for _ in range((step.llm_call_count or 1) - 1):
+            ctx.events.emit("usage")
 
 
 def _usage(step: Step) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import GIT_TOML, Project
+from conftest import GIT_TOML, Project, cli_project
 
 from llmtt.commands.main import main
 
@@ -111,10 +111,17 @@ def required_fields(trajectory: dict) -> None:
             assert not {"tool_calls", "metrics", "model_name"} & set(step)
 
 
-def test_a_run_exported_and_imported_grades_the_same(project: Project, tmp_path: Path) -> None:
-    project.write("llmtt.toml", GIT_TOML + 'env.MY_TOKEN = "tok-0123456789abcdef"\n')
+def test_runs_exported_and_imported_grade_the_same(tmp_path: Path) -> None:
+    """The oracle and claude-code on the scripted model (its requests recorded by the gateway)
+    in one invocation; exported, imported as other agents (and a trajectory of another
+    harness), and graded in a second: the same metrics, turns and tokens, and outcomes."""
+    project = cli_project(tmp_path / "proj")
+    toml = (project.root / "llmtt.toml").read_text()
+    secret = 'env.MY_TOKEN = "tok-0123456789abcdef"\n'  # a secret the oracle prints
+    project.write("llmtt.toml", toml.replace("[target]\n", "[target]\n" + secret, 1))
     project.write("scenarios/s.yaml", SCENARIO)
-    assert project.doit("run").code == 0
+    done = project.doit("run", "-n", "2", "agent=oracle,claude-code", "model=scripted")
+    assert done.code == 0, done.out + done.err
     out = tmp_path / "atif"
     root = str(project.root)
     assert main(["export", "atif", "all", "--project", root, "--out", str(out)]) == 0
@@ -139,40 +146,47 @@ def test_a_run_exported_and_imported_grades_the_same(project: Project, tmp_path:
     assert calls[0]["function_name"] == "bash"
     assert trajectory["final_metrics"]["total_steps"] == len(steps)
     assert trajectory["extra"]["llmtt"]["outcome"] == "pass"
+    cli = json.loads((out / "s" / "claude-code-scripted" / "r1.json").read_text())
+    required_fields(cli)
+    turns = [s for s in cli["steps"] if "metrics" in s]
+    assert len(turns) == sum(s["llm_call_count"] for s in turns) == 5  # 4 calls, then the answer
+    assert all(s["metrics"]["prompt_tokens"] > 0 for s in turns)
+    assert cli["agent"]["model_name"] == "scripted"
 
-    original = project.results() / "s" / "oracle" / "r1"
-    assert (
-        main(
-            [
-                *("import", "atif", str(exported), "--scenario", "s", "--agent", "replayed"),
-                *("--workspace", str(original / "workspace"), "--project", root),
-            ]
-        )
-        == 0
-    )
+    originals = {
+        "replayed": project.results() / "s" / "oracle" / "r1",
+        "replayed-cli": project.results() / "s" / "claude-code-scripted" / "r1",
+    }
+    for agent, original in originals.items():
+        file = out / original.relative_to(project.results()).parent / "r1.json"
+        args = ["import", "atif", str(file), "--scenario", "s", "--agent", agent]
+        assert main([*args, "--workspace", str(original / "workspace"), "--project", root]) == 0
     # and a trajectory of another harness, with no workspace and no exit codes
     harbor = tmp_path / "harbor.json"
     harbor.write_text(json.dumps(HARBOR))
     assert main(["import", "atif", str(harbor), "--scenario", "s", "--project", root]) == 0
-    project.write(
-        "llmtt.toml",
-        (project.root / "llmtt.toml").read_text()
-        + '\n[agents.replayed]\ntrajectories = "trajectories/replayed"\n'
-        + '\n[agents.atif-terminus-2]\ntrajectories = "trajectories/atif-terminus-2"\n',
+    tables = "".join(
+        f'\n[agents.{a}]\ntrajectories = "trajectories/{a}"\n'
+        for a in ("replayed", "replayed-cli", "atif-terminus-2")
     )
-    done = project.doit("run", "agent=replayed,atif-terminus-2", "scenario=s")
+    project.write("llmtt.toml", (project.root / "llmtt.toml").read_text() + tables)
+    done = project.doit("run", "agent=replayed,replayed-cli,atif-terminus-2", "scenario=s")
     assert done.code == 0, done.out + done.err
-    replayed = project.results() / "s" / "replayed" / "r1"
-    spawn = json.loads((replayed / "events.jsonl").read_text().splitlines()[0])
-    assert spawn["command"] == "replay"  # no agent was started
-    before, after = (json.loads((d / "metrics.json").read_text()) for d in (original, replayed))
-    assert {k: after[k] for k in SAME} == {k: before[k] for k in SAME}
-    assert before["total_commands"] == 3 and before["error_count"] == 1
-    a, b = (json.loads((d / "result.json").read_text()) for d in (original, replayed))
-    assert (b["outcome"], b["gates_passed"], b["gates_total"]) == ("pass", 2, 2)
-    assert (a["outcome"], a["gates_passed"], a["gates_total"]) == ("pass", 2, 2)
-    # The recording of the replay holds the commands it replayed.
-    assert "$ git comit" in (replayed / "session.cast").read_text()
+    for agent, original in originals.items():
+        replayed = project.results() / "s" / agent / "r1"
+        spawn = json.loads((replayed / "events.jsonl").read_text().splitlines()[0])
+        assert spawn["command"] == "replay"  # no agent was started
+        before, after = (json.loads((d / "metrics.json").read_text()) for d in (original, replayed))
+        assert {k: after[k] for k in SAME} == {k: before[k] for k in SAME}, agent
+        a, b = (json.loads((d / "result.json").read_text()) for d in (original, replayed))
+        assert (b["outcome"], b["gates_passed"], b["gates_total"]) == ("pass", 2, 2)
+        assert (a["outcome"], a["gates_passed"], a["gates_total"]) == ("pass", 2, 2)
+        # The recording of the replay holds the commands it replayed.
+        assert "$ git comit" in (replayed / "session.cast").read_text()
+    oracle = json.loads((originals["replayed"] / "metrics.json").read_text())
+    assert oracle["total_commands"] == 3 and oracle["error_count"] == 1
+    claude = json.loads((originals["replayed-cli"] / "metrics.json").read_text())
+    assert claude["turns"] == 5 and claude["input_tokens"] > 0
     # Harbor's: graded on the workspace the setup left (no .git), its exit codes unknown
     other = project.results() / "s" / "atif-terminus-2" / "r1"
     metrics = json.loads((other / "metrics.json").read_text())

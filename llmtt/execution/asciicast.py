@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from llmtt.process.pty import DIMENSIONS
-from llmtt.util.atomic import open_private
 from llmtt.util.text import Masks
 
 if TYPE_CHECKING:
@@ -48,7 +47,8 @@ class Recorder:
     def __init__(self, path: Path, redact: Masks | None = None, limit: int = MAX_CAST) -> None:
         self.path = path
         self.part = path.with_name(path.name + ".part")
-        self._file = open_private(self.part)
+        # Redacted, like events.jsonl: it follows the umask as any report does.
+        self._file = open(self.part, "wb")  # closed by close() or __exit__
         self._redact = redact
         self._decode = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._started = time.monotonic()

@@ -49,7 +49,7 @@ REPORT_FORMAT = 1
 TRANSCRIPT_TAIL_BYTES = 65536
 # The end of a run's session recording that its panel plays (session.cast keeps it all): a
 # report of many runs stays a file a browser opens.
-CAST_TAIL_BYTES = 131072
+CAST_TAIL_BYTES = 32768
 
 
 def report_data(

@@ -46,15 +46,16 @@ class ReplayAgent(Agent):
         self.folder = project_root / (settings.trajectories or "")
 
     def version(self, probe: VersionProbe) -> str:
-        """The trajectories' sizes and times: importing one again replays the runs again."""
+        """The trajectories' sizes and times (each import writes its trajectory anew, with its
+        workspace): importing one again replays the runs again. Workspaces are not walked, so
+        loading the plan stays quick."""
         seen = []
-        if self.folder.is_dir():
-            for path in sorted(self.folder.rglob("*")):
-                if path.is_file():
-                    stat = path.stat()
-                    seen.append(
-                        (str(path.relative_to(self.folder)), stat.st_size, stat.st_mtime_ns)
-                    )
+        for folder, dirs, files in os.walk(self.folder):  # a scenario's name may hold a "/"
+            dirs[:] = sorted(d for d in dirs if not d.endswith(WORKSPACE_SUFFIX))
+            for name in sorted(f for f in files if f.endswith(".json")):
+                stat = os.stat(os.path.join(folder, name))
+                where = os.path.relpath(os.path.join(folder, name), self.folder)
+                seen.append((where, stat.st_size, stat.st_mtime_ns))
         return "atif-replay-1:" + hash_value(seen)[:16]
 
     def unavailable(self, model: str | None) -> str | None:

@@ -211,6 +211,8 @@ def test_a_file_that_is_no_trajectory_is_refused(
     assert "Traceback" not in said
     assert main([*args[:3], "--scenario", "t", "--project", str(project.root)]) == 2
     assert "--scenario 't' is not a scenario" in capsys.readouterr().err
+    assert main(["export", "atif", "s/oracle/r9", "--project", str(project.root)]) == 2
+    assert "no run 's/oracle/r9' carried out in" in capsys.readouterr().err
 
 
 def run_folder(folder: Path, wire: list[dict] | None) -> Path:

@@ -23,7 +23,11 @@ def make_agent(config: Config, root: Path, name: str) -> Agent:
     agent from llmtt.toml."""
     settings = config.agents.get(name) or AgentSettings()
     agent: Agent
-    if settings.command is not None:
+    if settings.trajectories is not None:
+        from llmtt.agents.replay import ReplayAgent
+
+        agent = ReplayAgent(name, settings, root)
+    elif settings.command is not None:
         from llmtt.agents.command import CommandAgent
 
         agent = CommandAgent(name, settings, root)

@@ -181,6 +181,21 @@ def _parser() -> argparse.ArgumentParser:
             "llmtt import bashkit-eval tasks.jsonl --solutions solutions.jsonl",
         )
     )
+    # Runs as ATIF trajectories (issue 32): export here, import among the importers.
+    export = command(
+        "export",
+        "write runs in another tool's format: ATIF trajectories (Harbor's, v1.7)",
+        "llmtt export atif all; llmtt export atif s/oracle/r1 --out traj",
+    )
+    formats = export.add_subparsers(dest="format", required=True)
+    atif = formats.add_parser(
+        "atif",
+        help="each run as an ATIF trajectory JSON file",
+        description="Example: llmtt export atif all --out trajectories-out",
+    )
+    atif.add_argument("run", help="a run id (as `doit list` shows it), or all")
+    atif.add_argument("--out", type=Path, help="folder (default: <results>/atif)")
+    atif.add_argument("--project", default=".", type=Path, help="(default: .)")
     return parser
 
 
@@ -255,6 +270,21 @@ def _import_parsers(parent: argparse.ArgumentParser) -> None:
         "--out", type=Path, default=Path("scenarios"), help="scenario folder (default: scenarios)"
     )
     seed.add_argument("--force", action="store_true", help="replace existing scenario files")
+    atif = imports.add_parser(
+        "atif",
+        help="an ATIF trajectory (Harbor's, v1.7) as a run of a scenario, graded by doit run",
+        description="Example: llmtt import atif trajectory.json --scenario git-first-commit "
+        "--workspace trial/workspace",
+    )
+    atif.add_argument("file", type=Path, help="the trajectory (JSON)")
+    atif.add_argument("--scenario", required=True, help="the scenario it is a run of")
+    atif.add_argument(
+        "--agent", help="the agent it is a run of (default: atif-<the trajectory's agent>)"
+    )
+    atif.add_argument(
+        "--workspace", type=Path, help="the workspace the run left, for the gates to check"
+    )
+    atif.add_argument("--project", default=".", type=Path, help="(default: .)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -304,8 +334,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         return ci.estimate(args)
     if command == "agents":
         return agents.agents(args)
+    if command == "import" and args.source == "atif":
+        from llmtt.commands.trajectories import import_atif
+
+        return import_atif(args)
     if command == "import":
         return project.import_dataset(args)
+    if command == "export":
+        from llmtt.commands.trajectories import export_atif
+
+        return export_atif(args)
     if command == "init":
         return project.init(args)
     if command == "scripted-server":

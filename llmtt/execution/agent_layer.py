@@ -25,6 +25,7 @@ from llmtt.agents.registry import make_agent
 from llmtt.errors import LlmttError
 from llmtt.events import EventWriter
 from llmtt.execution import isolation
+from llmtt.execution.asciicast import CAST_FILE, Recorder, recorded
 from llmtt.execution.budget import BUDGET_EXHAUSTED
 from llmtt.execution.placement import (
     Placed,
@@ -51,9 +52,9 @@ from llmtt.util.atomic import open_private, read_jsonl, write_json
 
 RUN_FORMAT = 1
 SCRIPTED = "scripted"
-AGENT_ARTIFACTS = ("run.json", "events.jsonl", "transcript.raw.txt", "wire.jsonl")
+AGENT_ARTIFACTS = ("run.json", "events.jsonl", "transcript.raw.txt", "wire.jsonl", CAST_FILE)
 # What a killed attempt leaves half-written: removed with the artifacts before the next one.
-PARTS = ("events.jsonl.part", "transcript.raw.txt.part")
+PARTS = ("events.jsonl.part", "transcript.raw.txt.part", f"{CAST_FILE}.part")
 SCRIPTED_DRAIN_SECS = 1.0  # the scripted model answers at once: only a record on its way waits
 
 
@@ -485,9 +486,13 @@ def _launch(
 ) -> AgentExit:
     events_part = run.dir / "events.jsonl.part"
     transcript_part = run.dir / "transcript.raw.txt.part"
+    # The session is recorded as it runs; the recording, redacted, may be shown in report.html.
+    recorder = Recorder(run.dir / CAST_FILE, launch.redact)
     with (
+        recorder,
         open(events_part, "w", encoding="utf-8") as events,
-        capped(open_private(transcript_part)) as raw,
+        capped(open_private(transcript_part)) as capped_raw,
+        recorded(capped_raw, recorder) as raw,
     ):
         ctx = RunContext(
             run_id=run.run_id,

@@ -153,6 +153,7 @@ def build_plan(project: Project, selection: Selection, *, part: bool = False) ->
         "template": _template_key(project, "report.md.j2"),
         "html": _template_key(project, "report.html.j2"),
         "html_run": _template_key(project, "report-run.html.j2"),
+        "html_player": _template_key(project, "report-player.html.j2"),
         "llmtt": __version__,
     }
     # The comparison follows [compare] (and the scenarios' own), and repeats=auto pays for its

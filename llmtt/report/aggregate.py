@@ -14,6 +14,7 @@ from typing import Any
 
 from llmtt.errors import LlmttError
 from llmtt.evaluation.outcome import as_expected, verdict
+from llmtt.execution.asciicast import CAST_FILE, read_cast
 from llmtt.plan.runs import Plan, Run
 from llmtt.redaction import Redactor
 from llmtt.report.charts import history_chart
@@ -46,6 +47,9 @@ REPORT_FORMAT = 1
 # What report.html reads of a transcript's end, to show its last 4,000 characters once
 # terminal sequences are gone.
 TRANSCRIPT_TAIL_BYTES = 65536
+# The end of a run's session recording that its panel plays (session.cast keeps it all): a
+# report of many runs stays a file a browser opens.
+CAST_TAIL_BYTES = 32768
 
 
 def report_data(
@@ -350,6 +354,9 @@ def _details(run: Run, redact: Redactor) -> dict[str, Any]:
             # shape, at its start, was what gave it away.
             text = text[-4000:].partition("\n")[2] or text[-4000:]
         out["transcript"] = text
+    cast = read_cast(run.dir / CAST_FILE, CAST_TAIL_BYTES)
+    if cast is not None and cast["events"]:
+        out["cast"] = cast  # its text is redacted with the rest of the panel
     return out
 
 

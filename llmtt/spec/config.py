@@ -179,6 +179,12 @@ class AgentSettings(Strict):
     version_command: Command | None = Field(
         None, description="How to ask a `command` agent's version."
     )
+    trajectories: str | None = Field(
+        None,
+        description="Folder (relative to the project) of ATIF trajectories this agent replays "
+        "instead of running: <scenario>.json, and <scenario>.workspace/ if given (llmtt import "
+        "atif writes them). Such an agent starts no process and calls no model.",
+    )
     free: bool = Field(
         False,
         description="A `command` agent that cannot spend money (e.g. a local model): it then "

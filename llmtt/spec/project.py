@@ -492,8 +492,13 @@ def _baselines_among_variants(project: Project, config_lines: dict[Loc, int]) ->
 
 
 def known_agents(config: Config) -> set[str]:
-    """Every agent name a project can use: the installed ones and its `command` agents."""
-    own = {name for name, settings in config.agents.items() if settings.command is not None}
+    """Every agent name a project can use: the installed ones, its `command` agents and those
+    that replay imported trajectories."""
+    own = {
+        name
+        for name, settings in config.agents.items()
+        if settings.command is not None or settings.trajectories is not None
+    }
     return set(registry.names("agent")) | own
 
 
@@ -523,8 +528,8 @@ def _matrix_problems(project: Project, config_lines: dict[Loc, int]) -> list[Pro
             if clash is not None:
                 loc = ("matrix", axis, clash[0])
                 problems.append(Problem(path, line_of(lines, loc), dotted(loc), clash[1]))
-    for name, settings in config.agents.items():
-        if settings.command is None and name not in agents:
+    for name in config.agents:
+        if name not in agents:
             loc = ("agents", name)
             line = line_of(config_lines, loc, key=True)
             problems.append(Problem(toml, line, dotted(loc), registry.unknown("agent", name)))

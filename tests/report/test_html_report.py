@@ -5,9 +5,11 @@ report-800.png) for a person to look at."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+from html import unescape as html_unescape
 from pathlib import Path
 
 from conftest import GIT_TOML, Project
@@ -151,7 +153,16 @@ def test_report_html_fits_an_800_px_window(project: Project, tmp_path: Path) -> 
         )
     assert project.doit("run", "-n", "2").code == 0
     page = project.results() / "report.html"
-    viewport, width, wide = measure(tmp_path, page)
+    # every panel's session player built (as opening the panel builds it): 220 columns scroll
+    # inside the terminal's own box
+    players = (
+        '<script>document.querySelectorAll("details").forEach(castPlayer);'
+        # none built (the player broken): a page too wide, so the test says so
+        'if (!document.querySelector("pre.term").textContent) {'
+        ' document.body.insertAdjacentHTML("beforeend", \'<div style="width:1500px">none</div>\'); }'
+        "</script>"
+    )
+    viewport, width, wide = measure(tmp_path, page, players)
     assert viewport == 800, "chromium did not lay the page out 800 px wide"
     assert width <= 800 and wide == "", (width, wide)
     # the measure sees a page that does scroll sideways
@@ -162,3 +173,60 @@ def test_report_html_fits_an_800_px_window(project: Project, tmp_path: Path) -> 
     shot.unlink(missing_ok=True)
     picture = chromium(tmp_path, "--window-size=800,1400", f"--screenshot={shot}", page.as_uri())
     assert picture.returncode == 0 and shot.stat().st_size > 20_000
+
+
+PLAYER_PROBE = """<script>
+var panel = document.querySelector("details");
+panel.open = true;
+var player = castPlayer(panel);
+player.end();
+document.body.dataset.frame = JSON.stringify(player.text());
+document.body.dataset.red = panel.querySelector("pre.term span.f1").textContent;
+// the screenshot shows the panel alone
+Array.prototype.forEach.call(document.body.children, function (e) {
+  if (e !== panel && e.tagName !== "SCRIPT") { e.style.display = "none"; }
+});
+</script>
+"""
+
+
+def test_report_html_plays_a_run_session_to_its_last_frame(
+    project: Project, tmp_path: Path
+) -> None:
+    project.write("llmtt.toml", GIT_TOML)
+    # What a terminal shows differs from what was printed: a carriage return overwrites, an
+    # erased line goes, a colour is a colour.
+    project.write(
+        "scenarios/s.yaml",
+        "task: {prompt: x}\nsolution:\n"
+        "  - printf 'abcdef\\rXY\\n'\n"
+        "  - printf 'gone\\033[2K\\rkept\\n'\n"
+        "  - printf '\\033[31mred\\033[0m plain\\n'\n"
+        "  - git init -q .\n",
+    )
+    assert project.doit("run").code == 0
+    page = project.results() / "report.html"
+    html = page.read_text()
+    assert '<script type="application/json" class="cast">' in html
+    assert "<script src" not in html and "https://" not in html
+    probe = page.with_name("player.html")
+    probe.write_text(html.replace("</body>", PLAYER_PROBE + "</body>"))
+    dom = chromium(tmp_path, "--dump-dom", probe.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = re.search(r'data-frame="([^"]*)" data-red="([^"]*)"', dom.stdout)
+    assert found, dom.stdout[-3000:]
+    frame = json.loads(html_unescape(found[1]))
+    lines = frame.splitlines()
+    assert "$ printf 'abcdef\\rXY\\n'" in lines and "XYcdef" in lines
+    erased = lines.index("$ printf 'gone\\033[2K\\rkept\\n'")
+    assert lines[erased + 1] == "kept"  # "gone" was erased
+    assert "red plain" in lines and found[2] == "red"
+    # the last frame: the last command, then the cursor on an empty line
+    assert lines[-2:] == ["$ git init -q .", ""]
+    errors = [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert errors == [], errors
+    OUT.mkdir(exist_ok=True)
+    shot = OUT / "report-player.png"
+    shot.unlink(missing_ok=True)
+    picture = chromium(tmp_path, "--window-size=1280,1200", f"--screenshot={shot}", probe.as_uri())
+    assert picture.returncode == 0 and shot.stat().st_size > 10_000

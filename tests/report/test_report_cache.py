@@ -145,7 +145,8 @@ def test_templates_are_kept_compiled_and_a_place_that_cannot_hold_them_costs_onl
     suite(project, scenarios=1)
     compiled = project.results() / ".llmtt-cache" / "templates"
     kinds = {p.parent.name.split("-")[0]: p for p in compiled.glob("*/*.cache")}
-    assert set(kinds) == {"text", "html"} and len(list(compiled.glob("*/*.cache"))) == 4
+    # evaluation.md, report.md; report.html, a run's panel, the session player it includes
+    assert set(kinds) == {"text", "html"} and len(list(compiled.glob("*/*.cache"))) == 5
     for folder in compiled.iterdir():  # another llmtt's, or a damaged one
         for kept_file in folder.iterdir():
             kept_file.write_bytes(b"j2 not bytecode")

@@ -17,6 +17,7 @@ from llmtt.evaluation.outcome import as_expected, verdict
 from llmtt.plan.runs import Plan, Run
 from llmtt.redaction import Redactor
 from llmtt.report.charts import history_chart
+from llmtt.report.judge_agreement import judge_agreement
 from llmtt.report.junit import junit
 from llmtt.report.render import (
     PACKAGE_TEMPLATES,
@@ -116,6 +117,10 @@ def aggregate(plan: Plan, adaptive: dict[str, Any] | None = None) -> dict[str, A
     triggers = trigger_rates(rows)
     if triggers:
         data["skill_triggers"] = triggers
+    judged = any(run.judge is not None for run in plan.runs)
+    agreement = judge_agreement(rows, project.config.judge.when if judged else None)
+    if agreement is not None:
+        data["judge_agreement"] = agreement
     baseline = project.root / project.config.paths.baseline
     blessed = read_json(baseline) if baseline.exists() else None
     if blessed is not None:

@@ -190,6 +190,10 @@ def build_plan(project: Project, selection: Selection, *, part: bool = False) ->
     inputs.note_file(lint)
     if lint.is_file():
         aggregate_key["lint"] = hash_file(lint)
+    # The judge agreement says which runs the judge was asked about; the default adds nothing.
+    when = project.config.judge.when
+    if when != "gates_pass" and any(r.judge is not None for r in runs):
+        aggregate_key["judge_when"] = when
     return Plan(project, runs, selection, aggregate_key)
 
 

@@ -17,6 +17,7 @@ from llmtt.evaluation.outcome import as_expected, verdict
 from llmtt.plan.runs import Plan, Run
 from llmtt.redaction import Redactor
 from llmtt.report.charts import history_chart
+from llmtt.report.failures import failure_rollup
 from llmtt.report.judge_agreement import judge_agreement
 from llmtt.report.junit import junit
 from llmtt.report.render import (
@@ -27,6 +28,7 @@ from llmtt.report.render import (
     exit_label,
     num,
     render,
+    triage_answer,
 )
 from llmtt.report.subcommands import by_subcommand, read_lint
 from llmtt.report.triggers import trigger_rates
@@ -117,6 +119,9 @@ def aggregate(plan: Plan, adaptive: dict[str, Any] | None = None) -> dict[str, A
     triggers = trigger_rates(rows)
     if triggers:
         data["skill_triggers"] = triggers
+    failures = failure_rollup(rows)
+    if failures is not None:
+        data["failures"] = failures
     judged = any(run.judge is not None for run in plan.runs)
     agreement = judge_agreement(rows, project.config.judge.when if judged else None)
     if agreement is not None:
@@ -400,6 +405,13 @@ def _row(run: Run) -> dict[str, Any]:
             "duration_secs": None,
         }
     record: dict[str, Any] = read_json(path)
+    answer = triage_answer(run, record.get("triage"))
+    if answer is not None:  # the triage model's line, beside the rule-based fields
+        record["triage"] = {
+            **record["triage"],
+            "model_line": answer["line"],
+            "model": answer["model"],
+        }
     return record
 
 

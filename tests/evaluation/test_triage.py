@@ -1,8 +1,8 @@
 """Why a failed run failed: the free rule-based triage on oracle runs whose first failure is
 known (a failing target command the agent recovers from, or stops at; no failing command but a
 failed gate), rolled up in the reports; and the optional paid triage, a provider stood in for at
-the wire: one request per failed run, none for passing runs, none without the switch or
-LLMTT_ENABLED=1, none on a second `doit run`."""
+the wire: one request per failed run, none for passing runs, none without the switch,
+LLMTT_ENABLED=1 or the budget for it, none on a second `doit run` or for the same inputs."""
 
 from __future__ import annotations
 
@@ -132,9 +132,17 @@ def test_paid_triage_asks_once_per_failed_run_and_only_when_switched_on(
     assert "the triage (triage-m) can spend money; set LLMTT_ENABLED=1" in refused.out
     assert not any(t.endswith(":agent") for t in refused.executed())
 
+    # A question is asked while the budget is not spent: the first costs $0.000015, which
+    # spends $0.00001, and the second failed run stays pending.
+    poor = project.doit("run", "budget=0.00001", env=paid)
+    assert poor.code == 0, poor.out + poor.err
+    assert len(handler.hits) == 1
+    assert "the triage did not answer: budget exhausted: spent $0.0000 of $0.0000" in poor.out
+
     first = project.doit("run", env=paid)
     assert first.code == 0, first.out + first.err
-    assert len(handler.hits) == 2  # the two failed runs; the passing ones are not asked
+    # The one left is asked; the one answered is not asked again, nor the passing runs.
+    assert len(handler.hits) == 2
     prompt = handler.bodies[0]["messages"][1]["content"]
     assert "`git tag v1` exited 128" in prompt and "$ git tag v1" in prompt
     answer = project.json("recovers/oracle/r1/triage.json")

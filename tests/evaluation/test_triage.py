@@ -184,3 +184,42 @@ def test_triage_switched_on_without_a_model_names_the_field(project: Project) ->
     lines = (GIT_TOML + "\n[triage]\nenabled = true\n").splitlines()
     assert f"llmtt.toml:{lines.index('enabled = true') + 1}" in said, said
     assert "triage.model" in said and "[triage] enabled = true needs a model" in said
+
+
+def test_rule_triage_reads_the_line_as_metrics_do() -> None:
+    """In process, on events written by hand: a target command behind a pipe (exit unknown)
+    is not taken for the failure; in a `;` list, the last segment (whose exit the line's is)
+    is; the output head is masked before it is cut and kept to a few lines."""
+    from llmtt.evaluation.shell.target_commands import TargetMatcher
+    from llmtt.evaluation.triage import HEAD_LINES, rule_triage
+    from llmtt.events import ToolCall, ToolResult
+    from llmtt.spec.config import TargetSpec
+
+    output = "\n".join(f"line {k} {SECRET}" for k in range(10))
+    events = [
+        ToolCall(event="tool_call", ts=0, id="1", command="git log | head -1"),
+        ToolResult(event="tool_result", ts=0, id="1", output="", exit_code=1),
+        ToolCall(event="tool_call", ts=0, id="2", command="git init -q .; git push origin"),
+        ToolResult(event="tool_result", ts=0, id="2", output=output, exit_code=128),
+        ToolCall(event="tool_call", ts=0, id="3", command="git remote -v"),
+        ToolResult(event="tool_result", ts=0, id="3", output="", exit_code=0),
+    ]
+    found = rule_triage(
+        events,
+        TargetMatcher.of(TargetSpec(binary="git")),
+        [{"index": 1, "type": "file_exists", "passed": True, "message": "ok"}],
+        lambda text: text.replace(SECRET, "[REDACTED]"),
+        target="git",
+        reason="r",
+    )
+    first = found["first_failure"]
+    assert (first["command"], first["subcommand"], first["exit_code"]) == (
+        "git push origin",
+        "push",
+        128,
+    )
+    assert first["output_head"].splitlines() == [f"line {k} [REDACTED]" for k in range(HEAD_LINES)]
+    assert first["next_command"] == "git remote -v" and found["gate"] is None
+    assert found["line"] == (
+        "`git push origin` exited 128 (line 0 [REDACTED]), then the agent ran `git remote -v`"
+    )

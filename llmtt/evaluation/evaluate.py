@@ -30,6 +30,7 @@ from llmtt.evaluation.scripts import (
 )
 from llmtt.evaluation.shell.target_commands import TargetCommand, matcher_for, target_commands
 from llmtt.evaluation.transcript import DEFAULT_MARKER, transcript_events
+from llmtt.evaluation.triage import rule_triage, target_name
 from llmtt.evaluation.usage import usage_fields, wire_usage
 from llmtt.events import UNREAD, Event, Output, ToolCall, read_events
 from llmtt.execution import isolation
@@ -284,6 +285,9 @@ def settle(
     reason += "".join(f"; warning: {w}" for w in metrics.get("warnings", []))
     score = judge.get("weighted_score") if judge is not None else None
     metrics.update(_outcome_fields(run, metrics, gates, (outcome, reason), score))
+    metrics.pop("triage", None)
+    if outcome == "fail":
+        metrics["triage"] = _triage(project, run, info, gates, reason)
     if judge is not None:
         metrics["judge_score"] = score
     write_json(run.dir / "metrics.json", metrics, redact)
@@ -308,6 +312,23 @@ def settle(
             records.evaluation(line)
         records.result(record)
     return record
+
+
+def _triage(
+    project: Project, run: Run, info: dict[str, Any], gates: list[dict[str, Any]], reason: str
+) -> dict[str, Any]:
+    """The rule-based triage of a failed run (llmtt.evaluation.triage), from its events."""
+    settings = project.config.agents.get(run.agent)
+    marker = settings.command_marker if settings else DEFAULT_MARKER
+    events, _ = _events(run.dir, marker, structured=info.get("structured_events", True))
+    return rule_triage(
+        events,
+        matcher_for(project, run.scenario),
+        gates,
+        project.redactor(),
+        target=target_name(run.target.binary),
+        reason=reason,
+    )
 
 
 def judge_run(

@@ -132,6 +132,7 @@ def result_record(
             "gates_score",
             "gates_max",
             "evaluators",
+            "triage",
         )
     }
     evaluated = metrics.get("evaluators")
@@ -155,6 +156,8 @@ def result_record(
         "gates": [{k: g[k] for k in ("index", "type", "passed")} for g in gates or []],
         "metrics": interaction,
         "cost_usd": metrics.get("cost_usd"),
+        # Why a failed run failed (llmtt.evaluation.triage); absent for the others.
+        **({"triage": metrics["triage"]} if metrics.get("triage") else {}),
         "judge": None
         if judge is None
         else {k: judge.get(k) for k in ("model", "weighted_score", "passed", "cost_usd", "error")},

@@ -46,7 +46,7 @@ class RunSpec:
     label: str
     agent: str
     judge_model: str | None
-    keys: dict[str, Key]  # "agent", "evaluate", "report", and "judge" when judged
+    keys: dict[str, Key]  # "agent", "evaluate", "report", "judge" when judged, "triage"
     scenario_file: str  # the task that carries the run out loads this scenario alone
 
     @classmethod
@@ -57,6 +57,8 @@ class RunSpec:
         if run.judge is not None:
             keys["judge"] = run.judge.key
             judge = run.judge.model
+        if run.triage is not None:
+            keys["triage"] = run.triage
         path = str(run.scenario.path)
         return cls(run.run_id, str(run.dir), run.label, run.agent, judge, keys, path)
 
@@ -88,7 +90,8 @@ class TaskPlan:
         """The names of the doit tasks this plan makes (see `llmtt.taskgraph.tasks`)."""
         names = {"aggregate"}
         for run in self.runs:
-            layers = ("agent", "evaluate", "judge") if run.judge_model else ("agent", "evaluate")
+            layers = ["agent", "evaluate", *(["judge"] if run.judge_model else [])]
+            layers += ["triage"] if "triage" in run.keys else []
             names.update([run.run_id, *(f"{run.run_id}:{layer}" for layer in layers)])
         return names
 

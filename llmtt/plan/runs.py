@@ -12,7 +12,7 @@ from typing import Any
 from llmtt import __version__, registry
 from llmtt.agents.registry import make_agent
 from llmtt.errors import ConfigError, LlmttError
-from llmtt.plan.keys import JUDGE_VERSION
+from llmtt.plan.keys import JUDGE_VERSION, TRIAGE_VERSION
 from llmtt.plan.sources import project_sources
 from llmtt.plan.versions import Versions
 from llmtt.spec.config import (
@@ -70,6 +70,7 @@ class Run:
     report_key: Key
     tags: tuple[str, ...] = field(default=())
     judge: JudgePlan | None = None
+    triage: Key | None = None  # the triage layer's key, when [triage] is enabled
 
     def identity(self) -> dict[str, Any]:
         """The fields that name a run in every record written about it."""
@@ -191,6 +192,10 @@ def build_plan(project: Project, selection: Selection, *, part: bool = False) ->
     inputs.note_file(lint)
     if lint.is_file():
         aggregate_key["lint"] = hash_file(lint)
+    # The judge agreement says which runs the judge was asked about; the default adds nothing.
+    when = project.config.judge.when
+    if when != "gates_pass" and any(r.judge is not None for r in runs):
+        aggregate_key["judge_when"] = when
     return Plan(project, runs, selection, aggregate_key)
 
 
@@ -317,6 +322,7 @@ class _ScenarioKeys:
     timeout_secs: float
     max_turns: int
     judge: JudgePlan | None
+    triage: Key | None = None
 
 
 def _judge_plan(project: Project, scenario: LoadedScenario) -> JudgePlan | None:
@@ -408,7 +414,26 @@ def _scenario_keys(
         timeout_secs=timeout,
         max_turns=max_turns,
         judge=_judge_plan(project, scenario),
+        triage=_triage_key(project),
     )
+
+
+def _triage_key(project: Project) -> Key | None:
+    """The triage layer's key (None: [triage] is off): its model and prompt."""
+    spec = project.config.triage
+    if not spec.enabled:
+        return None
+    where = project.root / "llmtt.toml"
+    if not spec.model or spec.model == "scripted":
+        message = (
+            "[triage] enabled = true needs a model that can write: set [triage] model to a "
+            "[models.<name>] alias or a litellm name"
+            + ("" if not spec.model else " (the scripted model replays a solution)")
+        )
+        loc = ("triage", "model") if spec.model else ("triage", "enabled")
+        line = line_of(project.config_lines, loc)
+        raise ConfigError.one(where, message, line=line, field="triage.model")
+    return {"model": spec.model, "triage": f"{TRIAGE_VERSION}/{spec.max_events_chars}"}
 
 
 def _gate_key(gate: Gate) -> dict[str, Any]:
@@ -535,6 +560,7 @@ def _make_run(
         report_key={"template": template_key, "llmtt": __version__},
         tags=tuple(scenario.spec.tags),
         judge=keys.judge,
+        triage=keys.triage,
     )
 
 

@@ -18,6 +18,8 @@ from llmtt.execution.asciicast import CAST_FILE, read_cast
 from llmtt.plan.runs import Plan, Run
 from llmtt.redaction import Redactor
 from llmtt.report.charts import history_chart
+from llmtt.report.failures import failure_rollup
+from llmtt.report.judge_agreement import judge_agreement
 from llmtt.report.junit import junit
 from llmtt.report.render import (
     PACKAGE_TEMPLATES,
@@ -27,6 +29,7 @@ from llmtt.report.render import (
     exit_label,
     num,
     render,
+    triage_answer,
 )
 from llmtt.report.subcommands import by_subcommand, read_lint
 from llmtt.report.triggers import trigger_rates
@@ -120,6 +123,13 @@ def aggregate(plan: Plan, adaptive: dict[str, Any] | None = None) -> dict[str, A
     triggers = trigger_rates(rows)
     if triggers:
         data["skill_triggers"] = triggers
+    failures = failure_rollup(rows)
+    if failures is not None:
+        data["failures"] = failures
+    judged = any(run.judge is not None for run in plan.runs)
+    agreement = judge_agreement(rows, project.config.judge.when if judged else None)
+    if agreement is not None:
+        data["judge_agreement"] = agreement
     baseline = project.root / project.config.paths.baseline
     blessed = read_json(baseline) if baseline.exists() else None
     if blessed is not None:
@@ -402,6 +412,13 @@ def _row(run: Run) -> dict[str, Any]:
             "duration_secs": None,
         }
     record: dict[str, Any] = read_json(path)
+    answer = triage_answer(run, record.get("triage"))
+    if answer is not None:  # the triage model's line, beside the rule-based fields
+        record["triage"] = {
+            **record["triage"],
+            "model_line": answer["line"],
+            "model": answer["model"],
+        }
     return record
 
 

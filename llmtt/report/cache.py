@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmtt.plan.keys import TRIAGE_FILE
 from llmtt.plan.runs import Run
 from llmtt.redaction import Redactor
 
@@ -195,6 +196,12 @@ def _stamp(run: Run) -> str | None:
     except OSError:
         return None
     stamp = f"{stat.st_mtime_ns}:{stat.st_size}:{stat.st_ino}:{run.scenario.spec.expect}"
+    if run.triage is not None:  # the triage layer's answer joins the row (and is written later)
+        try:
+            answer = os.stat(run.dir / TRIAGE_FILE)
+            stamp += f":triage:{answer.st_mtime_ns}:{answer.st_size}:{answer.st_ino}"
+        except OSError:
+            stamp += ":triage:none"
     # A row holds its scenario's split too; the default adds nothing, so stamps stay as were.
     return stamp + (":holdout" if run.scenario.spec.split == "holdout" else "")
 

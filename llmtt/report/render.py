@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from llmtt.errors import LlmttError
+from llmtt.plan.keys import TRIAGE_FILE
 from llmtt.plan.runs import Run
 from llmtt.results.baseline import group_label
 from llmtt.results.comparison import shown_end
@@ -153,6 +154,7 @@ def render_evaluation(project: Project, run: Run) -> tuple[str, str]:
     commands = paired_calls(read_jsonl(run.dir / "events.jsonl"))
     judge_path = run.dir / "judge.json"
     judge = read_json(judge_path) if run.judge is not None and judge_path.exists() else None
+    triage = triage_answer(run, metrics.get("triage"))
     text = render(
         project,
         "evaluation.md.j2",
@@ -164,10 +166,24 @@ def render_evaluation(project: Project, run: Run) -> tuple[str, str]:
         scenario_name=run.scenario.name,
         target=run.target,
         judge=judge,
+        # The triage model's answer (the triage layer), when it gave one for this run.
+        triage_answer=triage,
     )
     redact = project.redactor()
     write_text(run.dir / "evaluation.md", printable(redact(text)))
     return str(metrics["outcome"]), printable(redact(str(metrics["outcome_reason"])))
+
+
+def triage_answer(run: Run, rule: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The triage model's answer on this failure of the run (triage.json), or None: no
+    triage layer, no answer, or one about an earlier failure (its rule-based line differs)."""
+    path = run.dir / TRIAGE_FILE
+    if run.triage is None or not rule or not path.exists():
+        return None
+    answer: dict[str, Any] = read_json(path)
+    if not answer.get("line") or answer.get("rule_line") != rule.get("line"):
+        return None
+    return answer
 
 
 def paired_calls(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

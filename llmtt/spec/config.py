@@ -414,6 +414,25 @@ class JudgeSpec(Strict):
     )
 
 
+class TriageSpec(Strict):
+    """The optional paid triage of failed runs (a free rule-based one is always made)."""
+
+    enabled: bool = Field(
+        False,
+        description="Ask `model` once per failed run why it failed, from its redacted events "
+        "(one short call, within the budget; a paid model needs LLMTT_ENABLED=1); its line "
+        "replaces the rule-based one in the reports. Off: the rule-based triage alone.",
+    )
+    model: str | None = Field(
+        None,
+        description="The triage's model ([models.<name>] alias or litellm name); needed when "
+        "enabled.",
+    )
+    max_events_chars: int = Field(
+        12000, gt=0, description="The failed run's events shown to the triage are cut past this."
+    )
+
+
 class RunDefaults(Strict):
     """Defaults for every scenario's `run:` section."""
 
@@ -549,6 +568,9 @@ class Config(Strict):
         default_factory=BudgetSpec, description="Money limit of one invocation."
     )
     judge: JudgeSpec = Field(default_factory=JudgeSpec, description="The LLM judge's settings.")
+    triage: TriageSpec = Field(
+        default_factory=TriageSpec, description="The optional paid triage of failed runs."
+    )
     compare: CompareSpec = Field(
         default_factory=CompareSpec, description="How variants are compared, and with which."
     )

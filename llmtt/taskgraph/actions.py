@@ -284,6 +284,44 @@ def judge_action(session: Session, spec: RunSpec) -> dict[str, Any]:
 
 
 @_guarded
+def triage_action(session: Session, spec: RunSpec) -> dict[str, Any]:
+    """The triage layer: a model's one line on why a failed run failed ([triage] enabled)."""
+    from llmtt.evaluation.paid_triage import cost_hold, triage_run
+    from llmtt.providers import resolve_model
+
+    project, run = session.run(spec)
+    ledger = session.ledger
+    key = f"{run.run_id}:triage"
+    model = project.config.triage.model
+    held: list[float] = []
+
+    def reserve(prompt: str) -> None:
+        if ledger is not None and _paid_model(model):
+            assert model is not None
+            amount = cost_hold(resolve_model(model, project.config.models), prompt)
+            ledger.reserve(key, amount)
+            held.append(amount)
+
+    try:
+        record = triage_run(project, run, reserve)
+    finally:
+        if ledger is not None and held:
+            triaged = run.dir / "triage.json"
+            cost = read_json(triaged).get("cost_usd") if triaged.exists() else None
+            ledger.settle(key, cost, held[0])
+    values: dict[str, Any] = {"status": "ok"}
+    problem = record.get("skipped") if record.get("refused") else record.get("error")
+    if problem:
+        # Not asked (no budget, no LLMTT_ENABLED=1...) or no answer: the layer stays pending
+        # and the reports keep the rule-based line; the run's outcome is not the triage's.
+        print(console(f"llmtt: {run.run_id}: the triage did not answer: {problem}"))
+        values = {"status": "error", "error": str(problem)}
+    deps = [os.path.join(spec.dir, "result.json")]
+    record_values(session.dep_file, key, _saved(spec, "triage", values), deps)
+    return values
+
+
+@_guarded
 def report_action(session: Session, spec: RunSpec) -> TaskFailed | None:
     """The report layer, the run's visible task: its evaluation.md."""
     from llmtt.report.render import render_evaluation

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from doit.task import Task
 
 from llmtt.plan.cache import RunSpec
+from llmtt.plan.keys import TRIAGE_FILE
 from llmtt.taskgraph import actions
 from llmtt.taskgraph.uptodate import JudgeCheck, KeyCheck, LayersDone
 from llmtt.taskgraph.warm import warm_workers
@@ -100,13 +101,31 @@ def _run_tasks(session: Session, run: RunSpec, warm: Pending) -> Iterator[Task]:
             verbosity=2,
             subtask_of=rid,
         )
+    triaged = "triage" in run.keys
+    if triaged:
+        # After the outcome is settled (result.json, the evaluate or judge layer's), and only
+        # when the user switched it on; it asks about failed runs alone.
+        layers.append(f"{rid}:triage")
+        yield Task(
+            layers[-1],
+            [(actions.triage_action, [session, run])],
+            file_dep=[d + "result.json"],
+            targets=[d + TRIAGE_FILE],
+            uptodate=[KeyCheck("triage", run.keys["triage"], warm)],
+            clean=True,
+            doc=f"why {run.label} failed, in a model's words",
+            verbosity=2,
+            subtask_of=rid,
+        )
     report_check: list[Any] = [KeyCheck("report", run.keys["report"], warm)]
     if session.show_status:
         report_check.append(LayersDone(layers))
     yield Task(
         rid,
         [(actions.report_action, [session, run])],
-        file_dep=[d + n for n in EVALUATE_OUTPUTS] + ([d + "judge.json"] if judged else []),
+        file_dep=[d + n for n in EVALUATE_OUTPUTS]
+        + ([d + "judge.json"] if judged else [])
+        + ([d + TRIAGE_FILE] if triaged else []),
         targets=[d + "evaluation.md"],
         task_dep=layers,
         uptodate=report_check,
@@ -123,7 +142,10 @@ def _aggregate_task(session: Session, warm: Pending) -> dict[str, Any]:
         "basename": "aggregate",
         "doc": "report.md and report.json over every selected run",
         "actions": [(actions.aggregate_action, [session])],
-        "file_dep": [os.path.join(run.dir, "result.json") for run in session.tasks.runs],
+        "file_dep": [os.path.join(run.dir, "result.json") for run in session.tasks.runs]
+        + [
+            os.path.join(run.dir, TRIAGE_FILE) for run in session.tasks.runs if "triage" in run.keys
+        ],
         "targets": [
             str(results / n) for n in ("report.md", "report.json", "report.html", "junit.xml")
         ],

@@ -1,0 +1,148 @@
+"""The triage layer: a model asked, once per failed run and set of inputs, why the run failed,
+in one line (`[triage] enabled`, off by default). It reads the run's redacted events, bounded,
+and the rule-based triage (llmtt.evaluation.triage), whose fields stay; its answer goes to
+triage.json, keyed by what it was asked, so the same question is never paid for twice."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from llmtt.errors import LlmttError
+from llmtt.plan.keys import TRIAGE_FILE
+from llmtt.plan.runs import Run
+from llmtt.providers import ResolvedModel
+from llmtt.redaction import Redactor
+from llmtt.spec.project import Project
+from llmtt.util.atomic import read_json, read_jsonl, write_json
+from llmtt.util.hashing import hash_value
+
+TRIAGE_FORMAT = 1
+MAX_ANSWER_TOKENS = 200
+OUTPUT_CHARS = 1000  # of each tool result shown
+LINE_CHARS = 300  # of the answer kept
+
+SYSTEM = (
+    "You read the log of a coding agent that failed a task with a command-line tool. Say in "
+    "one line, under 40 words, why it failed: the first wrong command, what the tool answered, "
+    "what the agent did next. Reply with that line only."
+)
+
+
+def triage_run(
+    project: Project, run: Run, reserve: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """The triage of a run, as written to triage.json: `line` when the model answered (now or
+    earlier, for the same inputs), `skipped` when it was not asked and why (the run did not
+    fail, or may not spend: `refused`). `reserve(prompt)` holds the budget before asking
+    (raising LlmttError when it is spent)."""
+    from llmtt.providers import resolve_model, spending_refusal
+
+    assert run.triage is not None
+    spec = project.config.triage
+    path = run.dir / TRIAGE_FILE
+    redact = project.redactor()
+    result = read_json(run.dir / "result.json")
+    rule = result.get("triage")
+    if result.get("outcome") != "fail" or not rule:
+        record: dict[str, Any] = {"format": TRIAGE_FORMAT, "skipped": "the run did not fail"}
+        write_json(path, record)
+        return record
+    events = read_jsonl(run.dir / "events.jsonl") if (run.dir / "events.jsonl").exists() else []
+    prompt = build_prompt(
+        run.scenario.spec.task.prompt, rule, events, spec.max_events_chars, redact
+    )
+    inputs = hash_value({"key": run.triage, "prompt": prompt})
+    if path.exists():
+        kept: dict[str, Any] = read_json(path)
+        if kept.get("inputs") == inputs and kept.get("line"):
+            return kept  # asked already about these very inputs: not paid for again
+    assert spec.model is not None  # the plan refuses [triage] enabled without one
+    model = resolve_model(spec.model, project.config.models)
+    refusal = spending_refusal(model, "the triage")
+    if refusal is None and reserve is not None:
+        try:
+            reserve(prompt)
+        except LlmttError as exc:
+            refusal = str(exc)
+    if refusal is not None:
+        record = {"format": TRIAGE_FORMAT, "skipped": refusal, "refused": True}
+    else:
+        record = ask(model, prompt)
+    record.update(inputs=inputs, rule_line=rule.get("line"))
+    write_json(path, record, redact)
+    return record
+
+
+def build_prompt(
+    task: str, rule: dict[str, Any], events: list[dict[str, Any]], max_chars: int, redact: Redactor
+) -> str:
+    """The question: the task, what the rules found, and the events cut to `max_chars`."""
+    log = redact("\n".join(line for line in map(_event_line, events) if line))
+    if len(log) > max_chars:
+        log = log[:max_chars] + f"\n[... {len(log) - max_chars} characters cut by llmtt ...]"
+    return (
+        f"## Task given to the agent\n{task.strip()}\n\n"
+        f"## What llmtt's rules found\n{redact(str(rule.get('line') or ''))}\n\n"
+        f"## What the agent did\n{log}\n"
+    )
+
+
+def ask(model: ResolvedModel, prompt: str) -> dict[str, Any]:
+    """One short call; the record with the answer's first line, or the provider's error."""
+    from llmtt.providers import ProviderStop, answer_text, complete
+
+    record: dict[str, Any] = {
+        "format": TRIAGE_FORMAT,
+        "model": model.name,
+        "line": None,
+        "error": None,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cost_usd": None,
+    }
+    try:
+        response = complete(
+            model,
+            messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
+            max_retries=2,
+            backoff_secs=2.0,
+            timeout_secs=60.0,
+            max_tokens=MAX_ANSWER_TOKENS,
+        )
+    except ProviderStop as exc:
+        record["error"] = f"provider error: {exc}"
+        return record
+    usage = getattr(response, "usage", None)
+    record["input_tokens"] = int(getattr(usage, "prompt_tokens", 0) or 0)
+    record["output_tokens"] = int(getattr(usage, "completion_tokens", 0) or 0)
+    record["cost_usd"] = model.cost(record["input_tokens"], record["output_tokens"])
+    text = answer_text(response)
+    line = next((" ".join(part.split()) for part in text.splitlines() if part.strip()), "")
+    if line:
+        record["line"] = line[:LINE_CHARS]
+    else:
+        record["error"] = "the model gave an empty answer"
+    return record
+
+
+def cost_hold(model: ResolvedModel, prompt: str) -> float:
+    """What one triage call holds of the budget: its prompt (three characters a token is
+    generous) and the longest answer it may give."""
+    return model.cost(len(prompt) // 3 + len(SYSTEM) // 3 + 100, MAX_ANSWER_TOKENS) or 0.0
+
+
+def _event_line(event: dict[str, Any]) -> str:
+    kind = event.get("event")
+    if kind == "tool_call":
+        return f"$ {event.get('command')}"
+    if kind == "tool_result":
+        output = str(event.get("output", ""))
+        if len(output) > OUTPUT_CHARS:
+            output = output[:OUTPUT_CHARS] + " [...]"
+        return f"[exit {event.get('exit_code')}] {output}".rstrip()
+    if kind == "message":
+        return f"agent: {event.get('text')}"
+    if kind == "complete":
+        return f"(agent ended: exit {event.get('exit_code')}, timed out {event.get('timed_out')})"
+    return ""

@@ -52,7 +52,7 @@ REPORT_FORMAT = 1
 TRANSCRIPT_TAIL_BYTES = 65536
 # The end of a run's session recording that its panel plays (session.cast keeps it all): a
 # report of many runs stays a file a browser opens.
-CAST_TAIL_BYTES = 32768
+CAST_TAIL_BYTES = 8192
 
 
 def report_data(
@@ -328,10 +328,13 @@ def _row_and_panel(run: Run, redact: Redactor) -> tuple[dict[str, Any], dict[str
     """A run's row (its result.json, or what is known of a run not evaluated, read against its
     scenario's `expect`) and its panel; neither redacted yet (but for what is cut of a failed
     call's output, which `redact` masks before it is cut)."""
-    return _expectation(run, _row(run)), _details(run, redact)
+    row = _expectation(run, _row(run))
+    # A recording is played for the runs that did not pass, the ones opened to see why: a
+    # report of 10,000 runs with one each would weigh hundreds of MB.
+    return row, _details(run, redact, with_cast=row.get("outcome") != "pass")
 
 
-def _details(run: Run, redact: Redactor) -> dict[str, Any]:
+def _details(run: Run, redact: Redactor, *, with_cast: bool = True) -> dict[str, Any]:
     """A run's panel: interaction metrics, gate results, failed tool calls with what they said
     (those of the target first), the event timeline (failed calls marked), the transcript's
     end."""
@@ -364,6 +367,9 @@ def _details(run: Run, redact: Redactor) -> dict[str, Any]:
             # shape, at its start, was what gave it away.
             text = text[-4000:].partition("\n")[2] or text[-4000:]
         out["transcript"] = text
+    if not with_cast:
+        out["cast_file"] = (run.dir / CAST_FILE).exists()
+        return out
     cast = read_cast(run.dir / CAST_FILE, CAST_TAIL_BYTES)
     if cast is not None and cast["events"]:
         out["cast"] = cast  # its text is redacted with the rest of the panel

@@ -176,7 +176,7 @@ def test_report_html_fits_an_800_px_window(project: Project, tmp_path: Path) -> 
 
 
 PLAYER_PROBE = """<script>
-var panel = document.querySelector("details");
+var panel = document.querySelector("div.player").closest("details");
 panel.open = true;
 var player = castPlayer(panel);
 player.end();
@@ -202,12 +202,16 @@ def test_report_html_plays_a_run_session_to_its_last_frame(
         "  - printf 'abcdef\\rXY\\n'\n"
         "  - printf 'gone\\033[2K\\rkept\\n'\n"
         "  - printf '\\033[31mred\\033[0m plain\\n'\n"
-        "  - git init -q .\n",
+        "  - git init -q .\n"
+        # it fails: report.html plays the sessions of the runs that did not pass
+        "evaluation: {gates: [{type: file_exists, path: absent.txt}]}\n",
     )
+    project.write("scenarios/passes.yaml", "task: {prompt: x}\nsolution: [git init -q .]\n")
     assert project.doit("run").code == 0
     page = project.results() / "report.html"
     html = page.read_text()
-    assert '<script type="application/json" class="cast">' in html
+    assert html.count('<script type="application/json" class="cast">') == 1
+    assert html.count("session: session.cast in the run's folder") == 1  # the passed run's
     assert "<script src" not in html and "https://" not in html
     probe = page.with_name("player.html")
     probe.write_text(html.replace("</body>", PLAYER_PROBE + "</body>"))

@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
 CAST_FILE = "session.cast"
-MAX_CAST = 32 * 1024 * 1024  # bytes of recorded text kept: the first and last 16 MiB
+# Bytes of recorded text kept: the first and last 2 MiB (its end is held in memory until the
+# session ends; the transcript keeps 32 MiB, and the report plays the last 8 KiB).
+MAX_CAST = 4 * 1024 * 1024
 LONGEST_PIECE = 16_384  # characters of one line held before they are recorded anyway
 _LINE_COST = len('[1234.123456, "o", ""]\n')  # what a line adds to its text
 _BARE_LF = re.compile(r"(?<!\r)\n")
@@ -185,7 +187,7 @@ def read_cast(path: Path, limit: int) -> dict[str, Any] | None:
             header = json.loads(handle.readline())
             start = handle.tell()
             size = os.fstat(handle.fileno()).st_size
-            if size - start > limit:  # its end only: a recording may be 32 MiB
+            if size - start > limit:  # its end only: a recording may be 4 MiB
                 handle.seek(size - limit)
                 handle.readline()  # from a line's start
             cut = handle.tell() - start

@@ -109,6 +109,18 @@ def verdict(row: dict[str, Any]) -> str:
 RESULT_FORMAT = 1
 
 
+def judge_fields(judge: dict[str, Any]) -> dict[str, Any]:
+    """A report row's `judge`: the verdict, its cost (every paid attempt), its samples (one
+    element when the judge was asked once) and their spread."""
+    fields = {k: judge.get(k) for k in ("model", "weighted_score", "passed", "cost_usd", "error")}
+    fields["samples"] = [
+        {k: s.get(k) for k in ("model", "weighted_score", "passed")}
+        for s in judge.get("samples") or []
+    ]
+    fields["spread"] = judge.get("spread")
+    return fields
+
+
 def result_record(
     run: Run,
     info: dict[str, Any],
@@ -155,9 +167,7 @@ def result_record(
         "gates": [{k: g[k] for k in ("index", "type", "passed")} for g in gates or []],
         "metrics": interaction,
         "cost_usd": metrics.get("cost_usd"),
-        "judge": None
-        if judge is None
-        else {k: judge.get(k) for k in ("model", "weighted_score", "passed", "cost_usd", "error")},
+        "judge": None if judge is None else judge_fields(judge),
         # In brief: the full results, reasoning and response are in evaluations.jsonl.
         "evaluators": None
         if evaluated is None

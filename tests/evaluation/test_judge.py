@@ -8,7 +8,8 @@ import json
 import pytest
 from conftest import GIT_TOML, FakeProvider, Project, chat_answer
 
-from llmtt.evaluation.judge import parse_answer
+from llmtt.evaluation.judge import guidance_section, parse_answer
+from llmtt.redaction import Redactor
 from llmtt.spec.rubric import Rubric
 
 ENABLED = {"LLMTT_ENABLED": "1", "JUDGE_KEY": "k"}
@@ -349,3 +350,12 @@ def test_a_failed_evaluator_keeps_the_judge_from_being_paid_and_the_run_an_error
         "the judge did not run: an evaluator failed: evaluator broken (scenarios/s.yaml:7, "
         "evaluation.evaluators[0]) raised ValueError: no (at broken_evaluator.py:8, in evaluate)"
     )
+
+
+def test_the_guidance_shown_to_the_judge_is_redacted_and_cut_saying_so() -> None:
+    redact = Redactor({"DEPLOY_TOKEN": "s3cret-value-123456"})
+    files = [("AGENTS.md", "Use the token s3cret-value-123456.\n"), ("NOTES.md", "x" * 500)]
+    shown = guidance_section(files, 200, redact)
+    assert shown.startswith("### AGENTS.md\nUse the token ")
+    assert "s3cret-value-123456" not in shown and "### NOTES.md\nxxx" in shown
+    assert shown.endswith("characters cut by llmtt ...]") and len(shown) < 260

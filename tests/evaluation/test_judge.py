@@ -141,6 +141,9 @@ def test_a_judge_that_cannot_answer_is_an_error_of_the_judge_asked_again_alone(
     assert report["summary"]["passed"] == report["summary"]["failed"] == 0
     assert report["summary"]["errors"] == 1 and report["summary"]["pass_rate"] is None
     assert "| s/oracle/r1 | error |" in (project.results() / "report.md").read_text()
+    for name in ("report.md", "report.html", "junit.xml"):
+        text = (project.results() / name).read_text()
+        assert "judge error: malformed answer twice (weighted_score" in text, name
     evaluation = (project.results() / "s/oracle/r1/evaluation.md").read_text()
     assert "## Judge (judge-m): error (the judge's, not the agent's)" in evaluation
     handler.queue = [(200, chat_answer(good()))]
@@ -168,10 +171,13 @@ def test_samples_are_averaged_and_only_the_missing_ones_asked(
     project: Project, provider: tuple[str, type[FakeProvider]]
 ) -> None:
     """samples = 3 answering 0.6, 0.8 and 1.0: the mean decides and the spread is kept;
-    raising to 4 asks one more, lowering to 2 re-uses the first two and asks nothing. The
-    guidance the agent was given (the scenario's own, a variant's files) is in the prompt."""
+    raising to 4 asks one more (a sample that fails makes the run an error, and only it is
+    asked again), lowering to 2 re-uses the first two and asks nothing. The guidance the agent
+    was given (the scenario's own, a variant's files) is in the prompt."""
     url, handler = provider
-    handler.queue = [(200, chat_answer(good(x, x, x))) for x in (0.6, 0.8, 1.0, 0.4)]
+    answers = [chat_answer(good(x, x, x)) for x in (0.6, 0.8, 1.0)]
+    answers += [chat_answer("no idea"), chat_answer("none"), chat_answer(good(0.4, 0.4, 0.4))]
+    handler.queue = [(200, a) for a in answers]
     judged_project(project, url)
     project.write("scenarios/GUIDE.md", "Always commit with -q.\n")
     project.write("notes.md", "Notes for the agent: git is installed.\n")
@@ -194,14 +200,21 @@ def test_samples_are_averaged_and_only_the_missing_ones_asked(
     assert [s["weighted_score"] for s in row["judge"]["samples"]] == [0.6, 0.8, 1.0]
     assert [s["passed"] for s in row["judge"]["samples"]] == [False, True, True]
     toml.write_text(said.replace("samples = 3", "samples = 4"))
-    more = project.doit("run", env=ENABLED)
+    more = project.doit("run", env=ENABLED)  # the fourth sample cannot be read, twice
+    assert more.code != 0 and len(handler.hits) == 5
     assert sorted(more.executed()) == ["aggregate", "s/oracle-v/r1", "s/oracle-v/r1:judge"]
-    assert len(handler.hits) == 4
+    judge = project.json("s/oracle-v/r1/judge.json")
+    assert judge["error"].startswith("judge error: malformed answer twice")
+    assert project.json("s/oracle-v/r1/metrics.json")["outcome"] == "error"
+    more = project.doit("run", env=ENABLED)  # the three scored stand: one more is asked
+    assert more.code == 0 and len(handler.hits) == 6
     judge = project.json("s/oracle-v/r1/judge.json")
     assert judge["weighted_score"] == pytest.approx(0.7) and judge["passed"] is True
+    assert len(judge["earlier_attempts"]) == 1 and judge["attempts"] == 6
+    assert judge["cost_usd"] == pytest.approx(6 * 15 / 1e6)
     toml.write_text(said.replace("samples = 3", "samples = 2"))
     fewer = project.doit("run", env=ENABLED)
-    assert fewer.code == 0 and len(handler.hits) == 4
+    assert fewer.code == 0 and len(handler.hits) == 6
     judge = project.json("s/oracle-v/r1/judge.json")
     assert judge["weighted_score"] == pytest.approx(0.7) and len(judge["samples"]) == 2
 

@@ -282,7 +282,7 @@ def settle(
         reason += f"; {note}"
     # A script that failed without deciding anything is said where every report shows it.
     reason += "".join(f"; warning: {w}" for w in metrics.get("warnings", []))
-    score = judge.get("weighted_score") if judge is not None else None
+    score = judge.get("weighted_score") if judge is not None and refused is None else None
     metrics.update(_outcome_fields(run, metrics, gates, (outcome, reason), score))
     if judge is not None:
         metrics["judge_score"] = score

@@ -128,8 +128,11 @@ def judge_run(
     record = _record(run, samples, earlier, key)
     if refusal is not None:
         record["skipped"] = refusal
+        record["error"] = record["reason"] = f"the judge did not run: {refusal}"
         write_json(run.dir / "judge.json", record, redact)
-        return settle(project, run, records, info, metrics, gates, None, refused=refusal)
+        # What was paid for before the refusal stays in the run's row (its judge cost).
+        paid = record if record["samples"] or record["earlier_attempts"] else None
+        return settle(project, run, records, info, metrics, gates, paid, refused=refusal)
     write_json(run.dir / "judge.json", record, redact)
     return settle(project, run, records, info, metrics, gates, record)
 

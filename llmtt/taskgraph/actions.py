@@ -317,6 +317,13 @@ def aggregate_action(session: Session) -> TaskFailed | None:
         f"{summary['errors']} could not be carried out; see {results}"
     )
     errored = [r for r in data["runs"] if r["outcome"] in ("error", "missing")]
+    unjudged = [r["run_id"] for r in errored if r["outcome_reason"].startswith("judge error")]
+    if unjudged:
+        # The judge's failure, not the agents': said apart, in one line.
+        print(
+            f"llmtt: the judge could not answer about {len(unjudged)} run(s) (the next doit run "
+            f"asks it again): {', '.join(unjudged)}"
+        )
     if errored:
         lines = "\n".join(f"  {r['run_id']}: {r['outcome_reason']}" for r in errored)
         return TaskFailed(

@@ -129,6 +129,8 @@ def test_a_judge_that_cannot_answer_is_an_error_of_the_judge_asked_again_alone(
     result = project.doit("run", env=ENABLED)
     assert result.code != 0 and "Traceback" not in result.out + result.err
     assert "s/oracle/r1: judge error: malformed answer twice (weighted_score" in result.out
+    said = "llmtt: the judge could not answer about 1 run(s) (the next doit run asks it again)"
+    assert f"{said}: s/oracle/r1\n" in result.out
     assert len(handler.hits) == 2  # the answer and one repair
     metrics = project.json("s/oracle/r1/metrics.json")
     assert metrics["outcome"] == "error"
@@ -217,6 +219,33 @@ def test_samples_are_averaged_and_only_the_missing_ones_asked(
     assert fewer.code == 0 and len(handler.hits) == 6
     judge = project.json("s/oracle-v/r1/judge.json")
     assert judge["weighted_score"] == pytest.approx(0.7) and len(judge["samples"]) == 2
+
+
+def test_a_sample_the_budget_refuses_waits_and_the_one_paid_for_stays(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    """samples = 2, and a budget the first sample spends: the second is not asked, the run is
+    an error saying why, and what the first cost stays in its row; with more budget the next
+    `doit run` asks the second alone."""
+    url, handler = provider
+    handler.queue = [(200, chat_answer(good(), 1000, 100))]  # $0.0011 a sample
+    judged_project(project, url)
+    toml = project.root / "llmtt.toml"
+    said = toml.read_text() + "samples = 2\n"
+    toml.write_text(said + "\n[budget]\nmax_usd = 0.001\n")
+    assert project.doit("run", env=ENABLED).code != 0
+    assert len(handler.hits) == 1
+    row = project.json("report.json")["runs"][0]
+    assert row["outcome"] == "error"
+    assert row["outcome_reason"].startswith("the judge did not run: budget exhausted")
+    assert row["judge"]["cost_usd"] == pytest.approx(0.0011)
+    assert len(row["judge"]["samples"]) == 1
+    toml.write_text(said + "\n[budget]\nmax_usd = 1\n")
+    again = project.doit("run", env=ENABLED)
+    assert again.code == 0 and len(handler.hits) == 2, again.out
+    judge = project.json("s/oracle/r1/judge.json")
+    assert judge["passed"] is True and len(judge["samples"]) == 2
+    assert judge["cost_usd"] == pytest.approx(0.0022)
 
 
 def test_rubric_edit_rejudges_without_rerunning_agent_or_gates(

@@ -4,7 +4,6 @@ expects, and whether the configured judge gives them."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -67,7 +66,7 @@ def calibrate(root: Path, folder: Path | None) -> int:
     from llmtt.providers import resolve_model, spending_refusal
     from llmtt.spec.config import default_judge_model
     from llmtt.spec.project import load_project
-    from llmtt.util.atomic import write_json
+    from llmtt.util.atomic import read_json, write_json
 
     project = load_project(root)
     settings = project.config.judge
@@ -88,7 +87,9 @@ def calibrate(root: Path, folder: Path | None) -> int:
         for c in cases
     }
     cache_path = project.root / CACHE
-    cache: dict[str, Any] = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    cache: dict[str, Any] = read_json(cache_path) if cache_path.exists() else {}
+    if not isinstance(cache, dict):
+        raise LlmttError(f"{cache_path} is damaged: remove it (the next run asks again)")
 
     def asked(case: calibration.Case, prompt: str) -> dict[str, Any]:
         refusal = spending_refusal(model, "the judge")

@@ -159,10 +159,17 @@ def case_prompt(case: Case, max_chars: int, max_guidance: int, redact: Redactor)
     """What the judge is shown of a case: the prompt a run's judge would be."""
     guidance_path = case.folder / "guidance.json"
     guidance = read_json(guidance_path) if guidance_path.exists() else []
+    if not isinstance(guidance, list) or not all(
+        isinstance(g, list) and len(g) == 2 for g in guidance
+    ):
+        raise ConfigError.one(guidance_path, "must be a list of [where, text] pairs")
+    gates = read_json(case.folder / "gates.json")
+    if not isinstance(gates, dict) or not isinstance(gates.get("gates"), list):
+        raise ConfigError.one(case.folder / "gates.json", "has no `gates` list: freeze again")
     return build_prompt(
         case.prompt,
         case.rubric,
-        read_json(case.folder / "gates.json")["gates"],
+        gates["gates"],
         read_jsonl(case.folder / "events.jsonl"),
         max_chars,
         redact,

@@ -87,3 +87,31 @@ def test_a_lenient_judge_is_out_of_band_and_scores_are_cached_until_the_rubric_c
     code, out = llmtt(project, "judge", "calibrate", env=ENABLED)
     assert code == 0 and len(handler.hits) == asked + 4, out
     assert "Few commands." in handler.bodies[-1]["messages"][1]["content"]
+
+
+def test_a_case_without_a_valid_expectation_is_named_by_file_line_and_field(
+    tmp_path: Path,
+) -> None:
+    from llmtt.errors import ConfigError
+    from llmtt.evaluation.calibration import load_cases
+
+    (tmp_path / "r.yaml").write_text("criteria:\n  - {id: ok, weight: 1, description: done}\n")
+    for name, expected in (("a", "expected = [0.9, 0.2]"), ("b", "expected = 0.8")):
+        case = tmp_path / "calibration" / name
+        case.mkdir(parents=True)
+        for file in ("events.jsonl", "run.json", "gates.json"):
+            (case / file).write_text("{}\n")
+        (case / "case.toml").write_text(f'prompt = "Do it."\nrubric = "r.yaml"\n{expected}\n')
+    with pytest.raises(ConfigError) as caught:
+        load_cases(tmp_path / "calibration", tmp_path)
+    said = str(caught.value)
+    assert "calibration/a/case.toml:3" in said and "expected" in said, said
+    assert "a band low to high (expected = [0.6, 0.9])" in said
+    (tmp_path / "calibration/a/case.toml").write_text(
+        'prompt = "Do it."\nrubric = "r.yaml"\nexpected = 0.8\ntolerance = 0.05\n'
+    )
+    cases = load_cases(tmp_path / "calibration", tmp_path)
+    assert [(c.name, c.band, c.expected) for c in cases] == [
+        ("a", (0.75, 0.85), 0.8),
+        ("b", (0.7, 0.9), 0.8),
+    ]

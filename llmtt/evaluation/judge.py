@@ -242,15 +242,18 @@ def verdict(
     earlier: list[dict[str, Any]],
     wanted: int,
     threshold: float,
+    spare: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """judge.json's record from its samples (`wanted` of them asked for) and the earlier
-    attempts that gave no score: the mean of the scored samples decides (pass at the
-    threshold), `spread` says how far they were apart; a sample that erred makes it a judge
-    error. Tokens and cost count every paid attempt, the earlier ones too."""
-    for sample in samples:
+    """judge.json's record from its samples (`wanted` of them asked for), the earlier
+    attempts that gave no score and the `spare` samples paid for past `wanted` (kept for when
+    it is raised again): the mean of the samples decides (pass at the threshold), `spread`
+    says how far they were apart; a sample that erred makes it a judge error. Tokens and cost
+    count every paid attempt."""
+    spare = spare or []
+    for sample in [*samples, *spare]:
         if sample.get("error") is None:
             sample["passed"] = sample["weighted_score"] >= threshold
-    paid = [*samples, *earlier]
+    paid = [*samples, *earlier, *spare]
     costs = [s.get("cost_usd") for s in paid]
     record: dict[str, Any] = {
         "format": JUDGE_FORMAT,
@@ -259,6 +262,7 @@ def verdict(
         "samples_wanted": wanted,
         "samples": samples,
         "earlier_attempts": earlier,
+        **({"spare_samples": spare} if spare else {}),
         "attempts": sum(s.get("attempts", 0) for s in paid),
         "input_tokens": sum(s.get("input_tokens", 0) for s in paid),
         "output_tokens": sum(s.get("output_tokens", 0) for s in paid),
@@ -292,8 +296,9 @@ def verdict(
             },
             "mismatch": "; ".join(s["mismatch"] for s in scored if s.get("mismatch")) or None,
             "confidence": round(statistics.fmean(s["confidence"] for s in scored), 6),
-            "issues": [i for s in scored for i in s["issues"]],
-            "highlights": [h for s in scored for h in s["highlights"]],
+            # Each said once, however many samples said it.
+            "issues": list(dict.fromkeys(i for s in scored for i in s["issues"])),
+            "highlights": list(dict.fromkeys(h for s in scored for h in s["highlights"])),
             "passed": passed,
             "reason": f"{said} {mean:g} {'>=' if passed else '<'} threshold {threshold:g}",
             "error": None,

@@ -122,10 +122,12 @@ def judge_run(
     # version): scored samples are kept, failed ones are money spent, kept on record.
     key = hash_value([JUDGE_VERSION, model.name, prompt])
     kept, earlier = _paid_before(run.dir / "judge.json", key)
-    samples = kept[: run.judge.samples]
+    # Fewer samples than were paid for: the first ones count, the rest are kept (and their
+    # cost counted) for when the number is raised again.
+    samples, spare = kept[: run.judge.samples], kept[run.judge.samples :]
     if refusal is None:
         refusal = _ask_missing(model, rubric, prompt, run, samples, purse)
-    record = _record(run, samples, earlier, key)
+    record = _record(run, samples, earlier, key, spare)
     if refusal is not None:
         record["skipped"] = refusal
         record["error"] = record["reason"] = f"the judge did not run: {refusal}"
@@ -145,7 +147,7 @@ def _paid_before(path: Path, key: str) -> tuple[list[dict[str, Any]], list[dict[
     before = read_json(path)
     if before.get("question") != key:
         return [], []
-    samples = before.get("samples") or []
+    samples = [*(before.get("samples") or []), *(before.get("spare_samples") or [])]
     scored = [s for s in samples if s.get("error") is None]
     failed = [s for s in samples if s.get("error") is not None]
     return scored, [*(before.get("earlier_attempts") or []), *failed]
@@ -186,12 +188,16 @@ def _ask_missing(
 
 
 def _record(
-    run: Run, samples: list[dict[str, Any]], earlier: list[dict[str, Any]], key: str
+    run: Run,
+    samples: list[dict[str, Any]],
+    earlier: list[dict[str, Any]],
+    key: str,
+    spare: list[dict[str, Any]],
 ) -> dict[str, Any]:
     from llmtt.evaluation.judge import verdict
 
     assert run.judge is not None
-    record = verdict(samples, earlier, run.judge.samples, run.judge.threshold)
+    record = verdict(samples, earlier, run.judge.samples, run.judge.threshold, spare)
     record["model"] = run.judge.model
     record["rubric"] = str(run.judge.rubric)
     record["question"] = key

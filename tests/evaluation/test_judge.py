@@ -219,6 +219,11 @@ def test_samples_are_averaged_and_only_the_missing_ones_asked(
     assert fewer.code == 0 and len(handler.hits) == 6
     judge = project.json("s/oracle-v/r1/judge.json")
     assert judge["weighted_score"] == pytest.approx(0.7) and len(judge["samples"]) == 2
+    assert judge["cost_usd"] == pytest.approx(6 * 15 / 1e6)  # the two left out were paid for
+    toml.write_text(said.replace("samples = 3", "samples = 4"))
+    back = project.doit("run", env=ENABLED)  # raised again: the spare two count, none asked
+    assert back.code == 0 and len(handler.hits) == 6
+    assert project.json("s/oracle-v/r1/judge.json")["weighted_score"] == pytest.approx(0.7)
 
 
 def test_a_sample_the_budget_refuses_waits_and_the_one_paid_for_stays(

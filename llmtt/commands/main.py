@@ -174,6 +174,14 @@ def _parser() -> argparse.ArgumentParser:
         "PATH): `llmtt doit run` is `doit run`",
         "llmtt doit run agent=oracle; llmtt doit list --status",
     )
+    _judge_parsers(
+        command(
+            "judge",
+            "check the judge against the scores a person expects: freeze finished runs as "
+            "calibration cases, then score them all",
+            "llmtt judge freeze git-commit/oracle/r1; llmtt judge calibrate",
+        )
+    )
     _import_parsers(
         command(
             "import",
@@ -240,6 +248,35 @@ def _agents_parsers(parent: argparse.ArgumentParser) -> None:
     check.add_argument(
         "names", nargs="*", metavar="AGENT", help="claude-code, opencode, codex (default: all)"
     )
+
+
+def _judge_parsers(parent: argparse.ArgumentParser) -> None:
+    """`llmtt judge freeze` and `llmtt judge calibrate`."""
+    actions = parent.add_subparsers(dest="action", required=True)
+    freeze = actions.add_parser(
+        "freeze",
+        help="copy a finished run (its events, run.json, gates.json, guidance) into a "
+        "calibration case, with a case.toml to write the expected score in",
+        description="Copy what the judge reads of a finished run into a calibration case.",
+        epilog="Example: llmtt judge freeze git-commit/oracle/r1 --into calibration",
+    )
+    freeze.add_argument("run", help="the run, as `doit list` names it")
+    freeze.add_argument(
+        "--into", type=Path, help="the calibration folder (default: calibration/ in the project)"
+    )
+    freeze.add_argument("--project", default=".", type=Path, help="(default: .)")
+    calibrate = actions.add_parser(
+        "calibrate",
+        help="score every case with the configured judge and rubric: per case in or out of "
+        "its band, the leniency and the mean absolute error; exit 1 when a case is out",
+        description="Score every calibration case with the configured judge (paid: "
+        "LLMTT_ENABLED=1); scores are cached until a case, its rubric or the judge changes.",
+        epilog="Example: LLMTT_ENABLED=1 llmtt judge calibrate --dir calibration",
+    )
+    calibrate.add_argument(
+        "--dir", type=Path, help="the calibration folder (default: calibration/ in the project)"
+    )
+    calibrate.add_argument("--project", default=".", type=Path, help="(default: .)")
 
 
 def _import_parsers(parent: argparse.ArgumentParser) -> None:
@@ -344,6 +381,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from llmtt.commands.trajectories import export_atif
 
         return export_atif(args)
+    if command == "judge":
+        from llmtt.commands.judge import judge
+
+        return judge(args)
     if command == "init":
         return project.init(args)
     if command == "scripted-server":

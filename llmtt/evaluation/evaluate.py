@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from llmtt.agents.pricing import pricing_of
-from llmtt.errors import LlmttError
 from llmtt.evaluation.approximate import failure_signs
 from llmtt.evaluation.evaluators.runner import (
     Memo,
@@ -37,7 +35,6 @@ from llmtt.execution import isolation
 from llmtt.execution.workspace import Workspace
 from llmtt.gateway.usage import read_wire
 from llmtt.plan.runs import Run
-from llmtt.providers import ResolvedModel, spending_refusal
 from llmtt.spec.checks import Call
 from llmtt.spec.config import default_judge_model
 from llmtt.spec.loading import dotted, line_of
@@ -277,13 +274,16 @@ def settle(
         # The evaluator's fault, not the agent's: no verdict on the run until it is fixed.
         why = "; ".join(evaluator_failures(metrics.get("evaluators")))
         outcome, reason = "error", f"an evaluator failed: {why}"
+    elif judge is not None and judge.get("error"):
+        # The judge's failure, not the agent's: no verdict until the judge answers.
+        outcome, reason = "error", str(judge["error"])
     else:
         outcome, reason = decide(gates, judge, timed_out_after=_timed_out_after(run, info))
     if note is not None:
         reason += f"; {note}"
     # A script that failed without deciding anything is said where every report shows it.
     reason += "".join(f"; warning: {w}" for w in metrics.get("warnings", []))
-    score = judge.get("weighted_score") if judge is not None else None
+    score = judge.get("weighted_score") if judge is not None and refused is None else None
     metrics.update(_outcome_fields(run, metrics, gates, (outcome, reason), score))
     metrics.pop("triage", None)
     if outcome == "fail":
@@ -329,76 +329,6 @@ def _triage(
         target=target_name(run.target.binary),
         reason=reason,
     )
-
-
-def judge_run(
-    project: Project,
-    run: Run,
-    records: Records,
-    reserve: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """Layer 3 of a run, then its outcome.
-
-    `reserve(prompt)` holds the judge's money before it is asked (raising LlmttError when the
-    budget is spent). A judge that may not run (no LLMTT_ENABLED=1 for a paid model, no key,
-    no budget) leaves the run's outcome `error` with the reason, the reports still written.
-    """
-    from llmtt.evaluation.judge import build_prompt, judge
-    from llmtt.providers import resolve_model
-    from llmtt.util.atomic import read_jsonl
-
-    assert run.judge is not None
-    info = read_json(run.dir / "run.json")
-    metrics = read_json(run.dir / "metrics.json")
-    gates = read_json(run.dir / "gates.json")["gates"]
-    redact = project.redactor()
-    if info["status"] == "error":
-        write_json(run.dir / "judge.json", {"format": 1, "skipped": "run could not be carried out"})
-        return settle(project, run, records, info, metrics, gates, None)
-    if run.judge.when == "gates_pass" and not all(g["passed"] for g in gates):
-        # The seed's rule: the judge grades runs whose gates passed; this one fails on its
-        # gates, and nothing is paid for a verdict that could not change that.
-        failed = sum(not g["passed"] for g in gates)
-        why = (
-            f"the judge was not asked: {failed} gate(s) failed, and [judge] when is "
-            '"gates_pass" (set it to "always" to judge every run)'
-        )
-        write_json(run.dir / "judge.json", {"format": 1, "skipped": why, "not_asked": True})
-        return settle(project, run, records, info, metrics, gates, None, note=why)
-    model = resolve_model(run.judge.model, project.config.models)
-    rubric = project.rubrics[run.judge.rubric]
-    prompt = build_prompt(
-        run.scenario.spec.task.prompt,
-        rubric,
-        gates,
-        read_jsonl(run.dir / "events.jsonl"),
-        project.config.judge.max_transcript_chars,
-        redact,
-    )
-    refusal = _judge_refusal(model)
-    if (metrics.get("evaluators") or {}).get("refused"):
-        # The run stays pending for its evaluators: the judge would be paid for twice.
-        refusal = "an evaluator did not run: " + "; ".join(metrics["evaluators"]["refused"])
-    elif evaluator_failures(metrics.get("evaluators")):
-        # Likewise until the evaluator is fixed.
-        refusal = "an evaluator failed: " + "; ".join(evaluator_failures(metrics["evaluators"]))
-    if refusal is None and reserve is not None:
-        try:
-            reserve(prompt)
-        except LlmttError as exc:
-            refusal = str(exc)
-    if refusal is not None:
-        write_json(run.dir / "judge.json", {"format": 1, "skipped": refusal}, redact)
-        return settle(project, run, records, info, metrics, gates, None, refused=refusal)
-    record = judge(model, rubric, prompt, run.judge.threshold)
-    record["rubric"] = str(run.judge.rubric)
-    write_json(run.dir / "judge.json", record, redact)
-    return settle(project, run, records, info, metrics, gates, record)
-
-
-def _judge_refusal(model: ResolvedModel) -> str | None:
-    """Why the judge may not be asked, or None."""
-    return spending_refusal(model, "the judge")
 
 
 def _timed_out_after(run: Run, info: dict[str, Any]) -> float | None:

@@ -1,13 +1,16 @@
 """Layer 3: an LLM grades a run against a weighted rubric; its answer is validated, never trusted.
 
-The prompt carries the task, the rubric's criteria, the gate results and the run's (redacted)
-events, cut to a configured size with a marker. A malformed answer gets one repair request;
-after that the run records a judge error (outcome fail) — the evaluation never crashes.
+The prompt carries the task, the guidance the agent was given, the rubric's criteria, the gate
+results and the run's (redacted) events, each cut to a configured size with a marker. A
+malformed answer gets one repair request; after that the sample records a judge error, which is
+the judge's and not the agent's (the run's outcome is `error`) — the evaluation never crashes.
+With several samples the run's score is their mean, and their spread is kept.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -17,7 +20,7 @@ from llmtt.providers import ProviderStop, ResolvedModel, answer_text, complete, 
 from llmtt.redaction import Redactor
 from llmtt.spec.rubric import Rubric
 
-JUDGE_FORMAT = 1
+JUDGE_FORMAT = 2
 # The longest answer asked for; the budget holds two (the answer and one repair).
 MAX_ANSWER_TOKENS = 2000
 
@@ -52,8 +55,10 @@ def build_prompt(
     events: list[dict[str, Any]],
     max_chars: int,
     redact: Redactor,
+    guidance: str = "",
 ) -> str:
-    """The user message: task, criteria, gate results and the events, cut to `max_chars`."""
+    """The user message: task, guidance (already redacted and cut: `guidance_section`),
+    criteria, gate results and the events, cut to `max_chars`."""
     criteria = "\n".join(
         f"- {c.id} (weight {c.weight:g}): {c.description}" for c in rubric.criteria
     )
@@ -63,13 +68,26 @@ def build_prompt(
         )
         or "(no gates)"
     )
-    log = redact("\n".join(_event_line(e) for e in events))
-    if len(log) > max_chars:
-        log = log[:max_chars] + f"\n[... {len(log) - max_chars} characters cut by llmtt ...]"
+    log = _cut(redact("\n".join(_event_line(e) for e in events)), max_chars)
+    given = f"## Guidance the agent was given\n{guidance}\n\n" if guidance else ""
     return (
-        f"## Task given to the agent\n{task.strip()}\n\n## Rubric criteria\n{criteria}\n\n"
+        f"## Task given to the agent\n{task.strip()}\n\n{given}## Rubric criteria\n{criteria}\n\n"
         f"## Deterministic checks after the run\n{gate_lines}\n\n## What the agent did\n{log}\n"
     )
+
+
+def guidance_section(files: list[tuple[str, str]], max_chars: int, redact: Redactor) -> str:
+    """The guidance files the agent was given (`(where it was, text)`), redacted and cut past
+    `max_chars` in all, saying so: a rubric criterion like "followed the guidance" can only be
+    graded by a judge who has read it."""
+    text = "\n\n".join(f"### {where}\n{body.rstrip()}" for where, body in files)
+    return _cut(redact(text), max_chars)
+
+
+def _cut(text: str, max_chars: int) -> str:
+    if len(text) <= max_chars:
+        return text
+    return text[:max_chars] + f"\n[... {len(text) - max_chars} characters cut by llmtt ...]"
 
 
 def _event_line(event: dict[str, Any]) -> str:
@@ -113,7 +131,7 @@ def parse_answer(text: str, rubric: Rubric) -> tuple[JudgeAnswer | None, str | N
     return answer, None
 
 
-def judge(
+def ask(
     model: ResolvedModel,
     rubric: Rubric,
     prompt: str,
@@ -123,8 +141,9 @@ def judge(
     backoff_secs: float = 2.0,
     timeout_secs: float = 120.0,
 ) -> dict[str, Any]:
-    """Ask, validate, repair once; the record of judge.json (never raises for a bad answer;
-    a judge that cannot be asked at all, for want of a key, is the user's to fix)."""
+    """One sample: ask, validate, repair once; its record (never raises for a bad answer;
+    a judge that cannot be asked at all, for want of a key, is the user's to fix). A sample
+    that has no score carries `error`, and what it cost all the same."""
     missing = missing_key(model, "the judge")
     if missing:
         raise LlmttError(f"the judge ({model.name}) cannot run: {missing}")
@@ -133,9 +152,7 @@ def judge(
         {"role": "user", "content": prompt},
     ]
     record: dict[str, Any] = {
-        "format": JUDGE_FORMAT,
         "model": model.name,
-        "threshold": threshold,
         "attempts": 0,
         "input_tokens": 0,
         "output_tokens": 0,
@@ -172,6 +189,14 @@ def judge(
     return _failed(record, f"judge error: malformed answer twice ({problem})")
 
 
+def hold_for(model: ResolvedModel, prompt: str) -> float:
+    """What one sample holds of the budget before it is asked: its prompt asked twice (a
+    malformed answer is asked to be repaired) with the longest answers it may give."""
+    # Three characters a token is generous for prose and JSON; the rest is the answers.
+    tokens = 2 * (len(prompt) // 3 + 500) + MAX_ANSWER_TOKENS
+    return model.cost(tokens, 2 * MAX_ANSWER_TOKENS) or 0.0
+
+
 def _add_usage(record: dict[str, Any], model: ResolvedModel, response: Any) -> None:
     usage = getattr(response, "usage", None)
     tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
@@ -188,22 +213,19 @@ def _scored(
     record: dict[str, Any], answer: JudgeAnswer, rubric: Rubric, threshold: float
 ) -> dict[str, Any]:
     weighted = round(sum(answer.scores[c.id] * c.weight for c in rubric.criteria), 6)
-    passed = weighted >= threshold
     note = None
     if abs(weighted - answer.weighted_score) > 0.01:
         note = f"the judge said {answer.weighted_score:g}; recomputed from its scores: {weighted:g}"
-    verdict = ">=" if passed else "<"
     record.update(
         {
             "scores": {c.id: answer.scores[c.id] for c in rubric.criteria},
             "weighted_score": weighted,
+            "passed": weighted >= threshold,
             "reported_weighted_score": answer.weighted_score,
             "mismatch": note,
             "confidence": answer.confidence,
             "issues": answer.issues,
             "highlights": answer.highlights,
-            "passed": passed,
-            "reason": f"judge score {weighted:g} {verdict} threshold {threshold:g}",
             "error": None,
         }
     )
@@ -211,7 +233,75 @@ def _scored(
 
 
 def _failed(record: dict[str, Any], reason: str) -> dict[str, Any]:
+    record.update({"scores": {}, "weighted_score": None, "passed": None, "error": reason})
+    return record
+
+
+def verdict(
+    samples: list[dict[str, Any]],
+    earlier: list[dict[str, Any]],
+    wanted: int,
+    threshold: float,
+    spare: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """judge.json's record from its samples (`wanted` of them asked for), the earlier
+    attempts that gave no score and the `spare` samples paid for past `wanted` (kept for when
+    it is raised again): the mean of the samples decides (pass at the threshold), `spread`
+    says how far they were apart; a sample that erred makes it a judge error. Tokens and cost
+    count every paid attempt."""
+    spare = spare or []
+    for sample in [*samples, *spare]:
+        if sample.get("error") is None:
+            sample["passed"] = sample["weighted_score"] >= threshold
+    paid = [*samples, *earlier, *spare]
+    costs = [s.get("cost_usd") for s in paid]
+    record: dict[str, Any] = {
+        "format": JUDGE_FORMAT,
+        "model": samples[0]["model"] if samples else None,
+        "threshold": threshold,
+        "samples_wanted": wanted,
+        "samples": samples,
+        "earlier_attempts": earlier,
+        **({"spare_samples": spare} if spare else {}),
+        "attempts": sum(s.get("attempts", 0) for s in paid),
+        "input_tokens": sum(s.get("input_tokens", 0) for s in paid),
+        "output_tokens": sum(s.get("output_tokens", 0) for s in paid),
+        "cost_usd": None if None in costs else round(sum(c or 0.0 for c in costs), 8),
+    }
+    errors = [s["error"] for s in samples if s.get("error")]
+    scored = [s for s in samples if s.get("error") is None]
+    if errors or len(scored) < wanted:
+        why = errors[0] if errors else f"{len(scored)} of {wanted} samples scored"
+        record.update(
+            {"scores": {}, "weighted_score": None, "spread": None, "passed": None}
+            | {"reason": why, "error": why}
+        )
+        return record
+    values = [s["weighted_score"] for s in scored]
+    mean = round(statistics.fmean(values), 6)
+    passed = mean >= threshold
+    first = scored[0]
+    said = "judge score" if len(scored) == 1 else f"judge score (mean of {len(scored)} samples)"
     record.update(
-        {"scores": {}, "weighted_score": None, "passed": False, "reason": reason, "error": reason}
+        {
+            "scores": {
+                c: round(statistics.fmean(s["scores"][c] for s in scored), 6)
+                for c in first["scores"]
+            },
+            "weighted_score": mean,
+            "spread": {
+                "min": min(values),
+                "max": max(values),
+                "sd": round(statistics.stdev(values), 6) if len(values) > 1 else 0.0,
+            },
+            "mismatch": "; ".join(s["mismatch"] for s in scored if s.get("mismatch")) or None,
+            "confidence": round(statistics.fmean(s["confidence"] for s in scored), 6),
+            # Each said once, however many samples said it.
+            "issues": list(dict.fromkeys(i for s in scored for i in s["issues"])),
+            "highlights": list(dict.fromkeys(h for s in scored for h in s["highlights"])),
+            "passed": passed,
+            "reason": f"{said} {mean:g} {'>=' if passed else '<'} threshold {threshold:g}",
+            "error": None,
+        }
     )
     return record

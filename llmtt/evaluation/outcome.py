@@ -109,6 +109,18 @@ def verdict(row: dict[str, Any]) -> str:
 RESULT_FORMAT = 1
 
 
+def judge_fields(judge: dict[str, Any]) -> dict[str, Any]:
+    """A report row's `judge`: the verdict, its cost (every paid attempt), its samples (one
+    element when the judge was asked once) and their spread."""
+    fields = {k: judge.get(k) for k in ("model", "weighted_score", "passed", "cost_usd", "error")}
+    fields["samples"] = [
+        {k: s.get(k) for k in ("model", "weighted_score", "passed")}
+        for s in judge.get("samples") or []
+    ]
+    fields["spread"] = judge.get("spread")
+    return fields
+
+
 def result_record(
     run: Run,
     info: dict[str, Any],
@@ -158,9 +170,7 @@ def result_record(
         "cost_usd": metrics.get("cost_usd"),
         # Why a failed run failed (llmtt.evaluation.triage); absent for the others.
         **({"triage": metrics["triage"]} if metrics.get("triage") else {}),
-        "judge": None
-        if judge is None
-        else {k: judge.get(k) for k in ("model", "weighted_score", "passed", "cost_usd", "error")},
+        "judge": None if judge is None else judge_fields(judge),
         # In brief: the full results, reasoning and response are in evaluations.jsonl.
         "evaluators": None
         if evaluated is None

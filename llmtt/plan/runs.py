@@ -47,6 +47,7 @@ class JudgePlan:
     threshold: float
     key: Key
     when: str = "gates_pass"  # [judge] when: the runs it is asked about
+    samples: int = 1  # how many times the judge is asked about the run
 
 
 @dataclass(frozen=True, eq=False)
@@ -344,15 +345,20 @@ def _judge_plan(project: Project, scenario: LoadedScenario) -> JudgePlan | None:
     rubric = project.rubric_path(scenario)
     assert rubric is not None  # a judge without a rubric fails validation
     when = project.config.judge.when
+    samples = settings.samples or project.config.judge.samples
+    guidance = project.config.judge.max_guidance_chars
     key = {
         "rubric": hash_file(rubric),
         "model": model,
         "threshold": str(settings.pass_threshold),
-        "judge": f"{JUDGE_VERSION}/{project.config.judge.max_transcript_chars}",
+        "judge": f"{JUDGE_VERSION}/{project.config.judge.max_transcript_chars}"
+        + (f"/{guidance}" if guidance != 20000 else ""),
         # Which runs are judged; absent at the default, so that judge keys stay as they were.
         **({"when": when} if when != "gates_pass" else {}),
+        # Likewise the samples: a change asks only the samples not yet paid for.
+        **({"samples": str(samples)} if samples != 1 else {}),
     }
-    return JudgePlan(model, rubric, settings.pass_threshold, key, when)
+    return JudgePlan(model, rubric, settings.pass_threshold, key, when, samples)
 
 
 def _scripted_judge(project: Project, scenario: LoadedScenario) -> None:

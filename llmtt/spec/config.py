@@ -412,6 +412,20 @@ class JudgeSpec(Strict):
     max_transcript_chars: int = Field(
         20000, gt=0, description="The run's events shown to the judge are cut past this size."
     )
+    max_guidance_chars: int = Field(
+        20000,
+        gt=0,
+        description="The guidance and skills the agent was given, shown to the judge, are cut "
+        "past this size.",
+    )
+    samples: int = Field(
+        1,
+        ge=1,
+        le=10,
+        description="How many times the judge is asked about each run (1 to 10), each within "
+        "the budget; the run's score is their mean, their spread is kept. Raising it asks only "
+        "the new samples, lowering it keeps the first ones.",
+    )
 
 
 class TriageSpec(Strict):

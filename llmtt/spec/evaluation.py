@@ -88,6 +88,13 @@ class JudgeSettings(Strict):
         description="The judge's model ([models.<name>] alias or litellm name); default: [judge] "
         "model, else LLMTT_JUDGE.",
     )
+    samples: int | None = Field(
+        None,
+        ge=1,
+        le=10,
+        description="How many times the judge is asked about each run (1 to 10); the run's "
+        "score is their mean, their spread is kept. Default: [judge] samples.",
+    )
 
     @model_validator(mode="after")
     def _rubric_when_enabled(self) -> JudgeSettings:

@@ -245,35 +245,23 @@ def _saved(spec: RunSpec, layer: str, values: dict[str, Any] | None = None) -> d
 @_guarded
 def judge_action(session: Session, spec: RunSpec) -> dict[str, Any]:
     """The judge layer: the LLM judge's verdict on the run."""
-    from llmtt.evaluation.evaluate import judge_run
+    from llmtt.evaluation.judge_layer import judge_run
     from llmtt.results.store import ResultsStore
 
     project, run = session.run(spec)
     judge = run.judge
-    ledger = session.ledger
     assert judge is not None
     key = f"{run.run_id}:judge"
-    held: list[float] = []
-
-    def reserve(prompt: str) -> None:
-        if ledger is not None and _paid_model(judge.model):
-            amount = _judge_cost_hold(project, run, prompt)
-            ledger.reserve(key, amount)
-            held.append(amount)
-
-    try:
-        store = ResultsStore(project.results_dir, project.redactor())
-        record = judge_run(project, run, store, reserve)
-    finally:
-        if ledger is not None and held:
-            judged = run.dir / "judge.json"
-            cost = read_json(judged).get("cost_usd") if judged.exists() else None
-            ledger.settle(key, cost, held[0])
+    ledger = session.ledger
+    purse = _JudgePurse(ledger, key) if ledger is not None and _paid_model(judge.model) else None
+    store = ResultsStore(project.results_dir, project.redactor())
+    record = judge_run(project, run, store, purse)
     # Whether the judge was asked (a verdict stands when [judge] when changes: JudgeCheck).
     asked = not read_json(run.dir / "judge.json").get("not_asked")
     values: dict[str, Any] = {"status": "ok", "asked": asked}
     if record["outcome"] == "error":
-        # Not judged (no budget, no key...): the layer stays pending, the reports list the run.
+        # Not judged (no budget, no key, a judge that could not answer...): the layer stays
+        # pending, the reports list the run, and the run's last layer fails the invocation.
         values = {"status": "error", "error": record["outcome_reason"]}
     else:
         print(_outcome_line(run.run_id, record))
@@ -281,6 +269,22 @@ def judge_action(session: Session, spec: RunSpec) -> dict[str, Any]:
     deps = [os.path.join(spec.dir, n) for n in ("metrics.json", "gates.json")]
     record_values(session.dep_file, key, _saved(spec, "judge", values), deps)
     return values
+
+
+class _JudgePurse:
+    """The session ledger, for the judge's samples of one run (each held under its name)."""
+
+    def __init__(self, ledger: Any, key: str) -> None:
+        self.ledger = ledger
+        self.key = key
+
+    def hold(self, name: str, amount: float) -> None:
+        """Hold `amount` (BudgetExhausted when the budget cannot cover it)."""
+        self.ledger.reserve(f"{self.key}:{name}", amount)
+
+    def settle(self, name: str, cost: float | None, held: float) -> None:
+        """Record what was spent; the hold goes."""
+        self.ledger.settle(f"{self.key}:{name}", cost, held)
 
 
 @_guarded
@@ -351,6 +355,13 @@ def aggregate_action(session: Session) -> TaskFailed | None:
         f"{summary['errors']} could not be carried out; see {results}"
     )
     errored = [r for r in data["runs"] if r["outcome"] in ("error", "missing")]
+    unjudged = [r["run_id"] for r in errored if r["outcome_reason"].startswith("judge error")]
+    if unjudged:
+        # The judge's failure, not the agents': said apart, in one line.
+        print(
+            f"llmtt: the judge could not answer about {len(unjudged)} run(s) (the next doit run "
+            f"asks it again): {', '.join(unjudged)}"
+        )
     if errored:
         lines = "\n".join(f"  {r['run_id']}: {r['outcome_reason']}" for r in errored)
         return TaskFailed(
@@ -399,19 +410,6 @@ def _agent_cost_hold(project: Project, run: Run) -> float:
         return run.scenario.spec.cost.max_usd
     history = read_jsonl(project.results_dir / "results.jsonl")
     return expected_cost(run, history, project.config.models) or 0.0
-
-
-def _judge_cost_hold(project: Project, run: Run, prompt: str) -> float:
-    """What the judge holds: its prompt asked twice (a malformed answer is asked to be
-    repaired) with the longest answers it may give."""
-    from llmtt.evaluation.judge import MAX_ANSWER_TOKENS
-    from llmtt.providers import resolve_model
-
-    assert run.judge is not None
-    model = resolve_model(run.judge.model, project.config.models)
-    # Three characters a token is generous for prose and JSON; the rest is the answers.
-    tokens = 2 * (len(prompt) // 3 + 500) + MAX_ANSWER_TOKENS
-    return model.cost(tokens, 2 * MAX_ANSWER_TOKENS) or 0.0
 
 
 def _reserve(session: Session, run: Run, key: str, hold: Callable[[Run], float]) -> float | None:

@@ -8,7 +8,8 @@ import json
 import pytest
 from conftest import GIT_TOML, FakeProvider, Project, chat_answer
 
-from llmtt.evaluation.judge import parse_answer
+from llmtt.evaluation.judge import guidance_section, parse_answer
+from llmtt.redaction import Redactor
 from llmtt.spec.rubric import Rubric
 
 ENABLED = {"LLMTT_ENABLED": "1", "JUDGE_KEY": "k"}
@@ -116,18 +117,140 @@ def test_malformed_answer_is_repaired_once(
     assert "not valid (no JSON object in the answer)" in repair
 
 
-def test_malformed_twice_is_a_judge_error_and_a_fail(
+def test_a_judge_that_cannot_answer_is_an_error_of_the_judge_asked_again_alone(
     project: Project, provider: tuple[str, type[FakeProvider]]
 ) -> None:
+    """Malformed twice: the run's outcome is `error` (never the agent's fail), `doit run` exits
+    non-zero naming it, the reports show it as an error outside the pass rate; the next `doit
+    run` asks the judge alone, and judge.json and the run's cost keep both attempts' money."""
     url, handler = provider
     handler.queue = [(200, chat_answer('{"scores": {"correct": 1}}'))]
     judged_project(project, url)
     result = project.doit("run", env=ENABLED)
-    assert result.code == 0, result.out + result.err  # a judge error is a result, not a crash
-    assert len(handler.hits) == 2
+    assert result.code != 0 and "Traceback" not in result.out + result.err
+    assert "s/oracle/r1: judge error: malformed answer twice (weighted_score" in result.out
+    said = "llmtt: the judge could not answer about 1 run(s) (the next doit run asks it again)"
+    assert f"{said}: s/oracle/r1\n" in result.out
+    assert len(handler.hits) == 2  # the answer and one repair
     metrics = project.json("s/oracle/r1/metrics.json")
-    assert metrics["outcome"] == "fail"
-    assert "judge error: malformed answer twice" in metrics["outcome_reason"]
+    assert metrics["outcome"] == "error"
+    assert metrics["outcome_reason"].startswith("judge error: malformed answer twice")
+    judge = project.json("s/oracle/r1/judge.json")
+    assert judge["error"] and judge["cost_usd"] == pytest.approx(30 / 1e6)
+    report = project.json("report.json")
+    row = report["runs"][0]
+    assert row["outcome"] == "error" and row["judge"]["cost_usd"] == pytest.approx(30 / 1e6)
+    assert report["summary"]["passed"] == report["summary"]["failed"] == 0
+    assert report["summary"]["errors"] == 1 and report["summary"]["pass_rate"] is None
+    assert "| s/oracle/r1 | error |" in (project.results() / "report.md").read_text()
+    for name in ("report.md", "report.html", "junit.xml"):
+        text = (project.results() / name).read_text()
+        assert "judge error: malformed answer twice (weighted_score" in text, name
+    evaluation = (project.results() / "s/oracle/r1/evaluation.md").read_text()
+    assert "## Judge (judge-m): error (the judge's, not the agent's)" in evaluation
+    handler.queue = [(200, chat_answer(good()))]
+    again = project.doit("run", env=ENABLED)
+    assert again.code == 0, again.out + again.err
+    assert sorted(again.executed()) == ["aggregate", "s/oracle/r1", "s/oracle/r1:judge"]
+    assert len(handler.hits) == 3
+    judge = project.json("s/oracle/r1/judge.json")
+    assert judge["passed"] is True and judge["weighted_score"] == 0.8
+    assert [a["error"][:33] for a in judge["earlier_attempts"]] == [
+        "judge error: malformed answer twi"
+    ]
+    assert judge["attempts"] == 3 and judge["cost_usd"] == pytest.approx(45 / 1e6)
+    report = project.json("report.json")
+    assert report["runs"][0]["outcome"] == "pass"
+    assert report["runs"][0]["judge"]["cost_usd"] == pytest.approx(45 / 1e6)
+    assert report["runs"][0]["judge"]["samples"] == [
+        {"model": "judge-m", "weighted_score": 0.8, "passed": True}
+    ]
+    assert project.doit("run", env=ENABLED).executed() == []
+    assert len(handler.hits) == 3  # nothing paid twice
+
+
+def test_samples_are_averaged_and_only_the_missing_ones_asked(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    """samples = 3 answering 0.6, 0.8 and 1.0: the mean decides and the spread is kept;
+    raising to 4 asks one more (a sample that fails makes the run an error, and only it is
+    asked again), lowering to 2 re-uses the first two and asks nothing. The guidance the agent
+    was given (the scenario's own, a variant's files) is in the prompt."""
+    url, handler = provider
+    answers = [chat_answer(good(x, x, x)) for x in (0.6, 0.8, 1.0)]
+    answers += [chat_answer("no idea"), chat_answer("none"), chat_answer(good(0.4, 0.4, 0.4))]
+    handler.queue = [(200, a) for a in answers]
+    judged_project(project, url)
+    project.write("scenarios/GUIDE.md", "Always commit with -q.\n")
+    project.write("notes.md", "Notes for the agent: git is installed.\n")
+    toml = project.root / "llmtt.toml"
+    said = toml.read_text() + "samples = 3\n"
+    said += '\n[variants.v]\nfiles = {"NOTES.md" = "notes.md"}\n[matrix]\nvariants = ["v"]\n'
+    toml.write_text(said)
+    scenario = project.root / "scenarios/s.yaml"
+    scenario.write_text("guidance: GUIDE.md\n" + scenario.read_text())
+    assert project.doit("run", env=ENABLED).code == 0
+    assert len(handler.hits) == 3
+    prompt = handler.bodies[0]["messages"][1]["content"]
+    assert "## Guidance the agent was given\n### NOTES.md\nNotes for the agent" in prompt
+    assert "### AGENTS.md\nAlways commit with -q." in prompt
+    judge = project.json("s/oracle-v/r1/judge.json")
+    assert judge["weighted_score"] == pytest.approx(0.8)
+    assert judge["spread"] == {"min": 0.6, "max": 1.0, "sd": pytest.approx(0.2)}
+    assert "judge score (mean of 3 samples) 0.8 >= threshold 0.7" == judge["reason"]
+    row = project.json("report.json")["runs"][0]
+    assert [s["weighted_score"] for s in row["judge"]["samples"]] == [0.6, 0.8, 1.0]
+    assert [s["passed"] for s in row["judge"]["samples"]] == [False, True, True]
+    toml.write_text(said.replace("samples = 3", "samples = 4"))
+    more = project.doit("run", env=ENABLED)  # the fourth sample cannot be read, twice
+    assert more.code != 0 and len(handler.hits) == 5
+    assert sorted(more.executed()) == ["aggregate", "s/oracle-v/r1", "s/oracle-v/r1:judge"]
+    judge = project.json("s/oracle-v/r1/judge.json")
+    assert judge["error"].startswith("judge error: malformed answer twice")
+    assert project.json("s/oracle-v/r1/metrics.json")["outcome"] == "error"
+    more = project.doit("run", env=ENABLED)  # the three scored stand: one more is asked
+    assert more.code == 0 and len(handler.hits) == 6
+    judge = project.json("s/oracle-v/r1/judge.json")
+    assert judge["weighted_score"] == pytest.approx(0.7) and judge["passed"] is True
+    assert len(judge["earlier_attempts"]) == 1 and judge["attempts"] == 6
+    assert judge["cost_usd"] == pytest.approx(6 * 15 / 1e6)
+    toml.write_text(said.replace("samples = 3", "samples = 2"))
+    fewer = project.doit("run", env=ENABLED)
+    assert fewer.code == 0 and len(handler.hits) == 6
+    judge = project.json("s/oracle-v/r1/judge.json")
+    assert judge["weighted_score"] == pytest.approx(0.7) and len(judge["samples"]) == 2
+    assert judge["cost_usd"] == pytest.approx(6 * 15 / 1e6)  # the two left out were paid for
+    toml.write_text(said.replace("samples = 3", "samples = 4"))
+    back = project.doit("run", env=ENABLED)  # raised again: the spare two count, none asked
+    assert back.code == 0 and len(handler.hits) == 6
+    assert project.json("s/oracle-v/r1/judge.json")["weighted_score"] == pytest.approx(0.7)
+
+
+def test_a_sample_the_budget_refuses_waits_and_the_one_paid_for_stays(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    """samples = 2, and a budget the first sample spends: the second is not asked, the run is
+    an error saying why, and what the first cost stays in its row; with more budget the next
+    `doit run` asks the second alone."""
+    url, handler = provider
+    handler.queue = [(200, chat_answer(good(), 1000, 100))]  # $0.0011 a sample
+    judged_project(project, url)
+    toml = project.root / "llmtt.toml"
+    said = toml.read_text() + "samples = 2\n"
+    toml.write_text(said + "\n[budget]\nmax_usd = 0.001\n")
+    assert project.doit("run", env=ENABLED).code != 0
+    assert len(handler.hits) == 1
+    row = project.json("report.json")["runs"][0]
+    assert row["outcome"] == "error"
+    assert row["outcome_reason"].startswith("the judge did not run: budget exhausted")
+    assert row["judge"]["cost_usd"] == pytest.approx(0.0011)
+    assert len(row["judge"]["samples"]) == 1
+    toml.write_text(said + "\n[budget]\nmax_usd = 1\n")
+    again = project.doit("run", env=ENABLED)
+    assert again.code == 0 and len(handler.hits) == 2, again.out
+    judge = project.json("s/oracle/r1/judge.json")
+    assert judge["passed"] is True and len(judge["samples"]) == 2
+    assert judge["cost_usd"] == pytest.approx(0.0022)
 
 
 def test_rubric_edit_rejudges_without_rerunning_agent_or_gates(
@@ -274,3 +397,12 @@ def test_a_failed_evaluator_keeps_the_judge_from_being_paid_and_the_run_an_error
         "the judge did not run: an evaluator failed: evaluator broken (scenarios/s.yaml:7, "
         "evaluation.evaluators[0]) raised ValueError: no (at broken_evaluator.py:8, in evaluate)"
     )
+
+
+def test_the_guidance_shown_to_the_judge_is_redacted_and_cut_saying_so() -> None:
+    redact = Redactor({"DEPLOY_TOKEN": "s3cret-value-123456"})
+    files = [("AGENTS.md", "Use the token s3cret-value-123456.\n"), ("NOTES.md", "x" * 500)]
+    shown = guidance_section(files, 200, redact)
+    assert shown.startswith("### AGENTS.md\nUse the token ")
+    assert "s3cret-value-123456" not in shown and "### NOTES.md\nxxx" in shown
+    assert shown.endswith("characters cut by llmtt ...]") and len(shown) < 260

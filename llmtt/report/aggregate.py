@@ -53,6 +53,7 @@ TRANSCRIPT_TAIL_BYTES = 65536
 # The end of a run's session recording that its panel plays (session.cast keeps it all): a
 # report of many runs stays a file a browser opens.
 CAST_TAIL_BYTES = 8192
+EVERY_CAST_UP_TO = 1000  # runs of a report that plays every run's recording; past it, the failed
 
 
 def report_data(
@@ -98,13 +99,15 @@ def aggregate(plan: Plan, adaptive: dict[str, Any] | None = None) -> dict[str, A
     redact = project.redactor()
     env = _html_environment(project)
     panel = env.get_template("report-run.html.j2")
+    every_cast = len(plan.runs) <= EVERY_CAST_UP_TO
     made = report_runs(
         project.results_dir,
         plan.runs,
         redact,
-        lambda run: _row_and_panel(run, redact),
+        lambda run: _row_and_panel(run, redact, every_cast),
         lambda row, details: str(panel.render(r=row, d=details)),
-        _template_id(project, "report-run.html.j2"),
+        # the kept panels are made again when the report starts or stops playing every run
+        _template_id(project, "report-run.html.j2") + ("" if every_cast else ":failed-casts"),
     )
     rows = [m.row for m in made]
     details = _Panels({run.run_id: m.panel for run, m in zip(plan.runs, made, strict=True)})
@@ -324,14 +327,16 @@ PANEL_METRICS = (
 )
 
 
-def _row_and_panel(run: Run, redact: Redactor) -> tuple[dict[str, Any], dict[str, Any]]:
+def _row_and_panel(
+    run: Run, redact: Redactor, every_cast: bool = True
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """A run's row (its result.json, or what is known of a run not evaluated, read against its
     scenario's `expect`) and its panel; neither redacted yet (but for what is cut of a failed
     call's output, which `redact` masks before it is cut)."""
     row = _expectation(run, _row(run))
-    # A recording is played for the runs that did not pass, the ones opened to see why: a
-    # report of 10,000 runs with one each would weigh hundreds of MB.
-    return row, _details(run, redact, with_cast=row.get("outcome") != "pass")
+    # Past EVERY_CAST_UP_TO runs, a recording is played for the runs that did not pass, the
+    # ones opened to see why: a report of 10,000 runs with one each would weigh 80 MB.
+    return row, _details(run, redact, with_cast=every_cast or row.get("outcome") != "pass")
 
 
 def _details(run: Run, redact: Redactor, *, with_cast: bool = True) -> dict[str, Any]:

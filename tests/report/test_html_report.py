@@ -12,7 +12,13 @@ import subprocess
 from html import unescape as html_unescape
 from pathlib import Path
 
+import pytest
 from conftest import GIT_TOML, Project
+
+from llmtt.plan.runs import build_plan
+from llmtt.report import aggregate as reports
+from llmtt.spec.project import load_project
+from llmtt.spec.selection import Selection
 
 OUT = Path(__file__).resolve().parents[1] / "output"
 FLAGS = [
@@ -203,18 +209,23 @@ def test_report_html_plays_a_run_session_to_its_last_frame(
         "  - printf 'gone\\033[2K\\rkept\\n'\n"
         "  - printf '\\033[31mred\\033[0m plain\\n'\n"
         "  - git init -q .\n"
-        # it fails: report.html plays the sessions of the runs that did not pass
+        # it fails: past 1,000 runs, report.html plays the sessions of the runs that did not pass
         "evaluation: {gates: [{type: file_exists, path: absent.txt}]}\n",
     )
     project.write("scenarios/passes.yaml", "task: {prompt: x}\nsolution: [git init -q .]\n")
     assert project.doit("run").code == 0
     page = project.results() / "report.html"
     html = page.read_text()
-    assert html.count('<script type="application/json" class="cast">') == 1
-    assert html.count("session: session.cast in the run's folder") == 1  # the passed run's
+    assert html.count('<script type="application/json" class="cast">') == 2
+    with pytest.MonkeyPatch.context() as patch:  # as in a report of over 1,000 runs
+        patch.setattr(reports, "EVERY_CAST_UP_TO", 1)
+        reports.aggregate(build_plan(load_project(project.root), Selection()))
+    failed_only = page.read_text()
+    assert failed_only.count('<script type="application/json" class="cast">') == 1
+    assert failed_only.count("session: session.cast in the run's folder") == 1  # the passed run's
     assert "<script src" not in html and "https://" not in html
     probe = page.with_name("player.html")
-    probe.write_text(html.replace("</body>", PLAYER_PROBE + "</body>"))
+    probe.write_text(failed_only.replace("</body>", PLAYER_PROBE + "</body>"))
     dom = chromium(tmp_path, "--dump-dom", probe.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     found = re.search(r'data-frame="([^"]*)" data-red="([^"]*)"', dom.stdout)

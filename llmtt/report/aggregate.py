@@ -53,7 +53,7 @@ TRANSCRIPT_TAIL_BYTES = 65536
 # The end of a run's session recording that its panel plays (session.cast keeps it all): a
 # report of many runs stays a file a browser opens.
 CAST_TAIL_BYTES = 8192
-EVERY_CAST_UP_TO = 1000  # runs of a report that plays every run's recording; past it, the failed
+EVERY_CAST_UP_TO = 1000  # runs of a report that plays each run's recording; past it, none
 
 
 def report_data(
@@ -106,8 +106,8 @@ def aggregate(plan: Plan, adaptive: dict[str, Any] | None = None) -> dict[str, A
         redact,
         lambda run: _row_and_panel(run, redact, every_cast),
         lambda row, details: str(panel.render(r=row, d=details)),
-        # the kept panels are made again when the report starts or stops playing every run
-        _template_id(project, "report-run.html.j2") + ("" if every_cast else ":failed-casts"),
+        # the kept panels are made again when the report starts or stops playing recordings
+        _template_id(project, "report-run.html.j2") + ("" if every_cast else ":no-casts"),
     )
     rows = [m.row for m in made]
     details = _Panels({run.run_id: m.panel for run, m in zip(plan.runs, made, strict=True)})
@@ -334,9 +334,9 @@ def _row_and_panel(
     scenario's `expect`) and its panel; neither redacted yet (but for what is cut of a failed
     call's output, which `redact` masks before it is cut)."""
     row = _expectation(run, _row(run))
-    # Past EVERY_CAST_UP_TO runs, a recording is played for the runs that did not pass, the
-    # ones opened to see why: a report of 10,000 runs with one each would weigh 80 MB.
-    return row, _details(run, redact, with_cast=every_cast or row.get("outcome") != "pass")
+    # Past EVERY_CAST_UP_TO runs, the panels name each run's session.cast instead of playing
+    # it: a report of 10,000 runs with one each would weigh 80 MB more.
+    return row, _details(run, redact, with_cast=every_cast)
 
 
 def _details(run: Run, redact: Redactor, *, with_cast: bool = True) -> dict[str, Any]:

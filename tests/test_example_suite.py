@@ -18,7 +18,7 @@ def example_copy(tmp_path: Path) -> Path:
     copy.mkdir()
     for name in ("llmtt.toml", "dodo.py"):
         shutil.copy(ROOT / name, copy / name)
-    for folder in ("scenarios", "guides", "llmtt/skills"):
+    for folder in ("scenarios", "guides", "skills"):
         shutil.copytree(ROOT / folder, copy / folder)
     return copy
 

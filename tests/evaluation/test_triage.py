@@ -277,3 +277,29 @@ def test_rule_triage_reads_the_line_as_metrics_do() -> None:
     assert found["line"] == (
         "`git push origin` exited 128 (line 0 [REDACTED]), then the agent ran `git remote -v`"
     )
+
+
+def test_paid_layers_print_with_capture_off_under_ray(project: Project) -> None:
+    """Under executor=ray the layers run in threads of one process: the judge and triage tasks,
+    which print, leave doit's output capture off as the agent and evaluate tasks do."""
+    from llmtt.taskgraph.session import Session
+    from llmtt.taskgraph.tasks import make_tasks
+
+    models = "".join(
+        f'\n[models.{m}]\nlitellm = "openai/{m}"\napi_base = "http://127.0.0.1:9"\n'
+        for m in ("judge-m", "triage-m")
+    )
+    paid = '\n[judge]\nmodel = "judge-m"\n\n[triage]\nenabled = true\nmodel = "triage-m"\n'
+    project.write("llmtt.toml", GIT_TOML + models + paid)
+    project.write("rubrics/r.yaml", "criteria:\n  - {id: c, description: Done., weight: 1}\n")
+    project.write(
+        "scenarios/s.yaml",
+        "task: {prompt: Init.}\nsolution: [git init -q .]\nevaluation:\n"
+        "  gates:\n    - {type: file_exists, path: .git/HEAD}\n"
+        "  judge: {enabled: true, rubric: rubrics/r.yaml}\n",
+    )
+    for executor, capture in (("ray", False), ("local", True)):
+        session = Session.load(project.root, {"executor": executor})
+        tasks = {t.name: t for t in make_tasks(session) if not isinstance(t, dict)}
+        for layer in ("agent", "judge", "triage"):
+            assert tasks[f"s/oracle/r1:{layer}"].io.capture is capture, (executor, layer)

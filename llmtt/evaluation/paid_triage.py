@@ -90,7 +90,7 @@ def kept_answers(path: Path) -> dict[str, dict[str, Any]]:
         return {}
     kept: dict[str, Any] = read_json(path)
     answers: dict[str, dict[str, Any]] = dict(kept.get("answers") or {})
-    if not answers and kept.get("inputs") and kept.get("line"):  # written before `answers`
+    if not answers and kept.get("inputs") and "model" in kept:  # format 1: one asked, kept
         answers[kept["inputs"]] = {k: v for k, v in kept.items() if k != "answers"}
     return answers
 

@@ -110,6 +110,9 @@ class Agent(ABC):
     name: str
     needs_model: bool = True
     free: bool = False
+    # It replays a recorded run, the same every time: the plan gives it one repeat, so no
+    # judge or triage is paid again for the same trajectory.
+    replays: bool = False
     structured_events: bool = True
     # The `[models.X]` field holding the name this agent calls a model by (part of its key).
     model_name_field: str = "id"

@@ -29,7 +29,8 @@ from llmtt.agents.base import Agent, AgentExit, RunContext, VersionProbe
 from llmtt.events import SHELL, tool_name
 from llmtt.spec.config import AgentSettings
 from llmtt.trajectories.atif import Step, Trajectory, text_of
-from llmtt.util.hashing import hash_value
+from llmtt.util.hashing import hash_file, hash_value
+from llmtt.util.signatures import note_file
 
 WORKSPACE_SUFFIX = ".workspace"
 
@@ -39,6 +40,7 @@ class ReplayAgent(Agent):
 
     needs_model = False
     free = True  # a replay spends nothing; the trajectory's own costs are reported as usage
+    replays = True
 
     def __init__(self, name: str, settings: AgentSettings, project_root: Path) -> None:
         super().__init__(settings, project_root)
@@ -46,17 +48,23 @@ class ReplayAgent(Agent):
         self.folder = project_root / (settings.trajectories or "")
 
     def version(self, probe: VersionProbe) -> str:
-        """The trajectories' sizes and times (each import writes its trajectory anew, with its
-        workspace): importing one again replays the runs again. Workspaces are not walked, so
-        loading the plan stays quick."""
+        """The trajectories' contents (each import writes its trajectory anew, with the hash of
+        its workspace): importing another one replays the runs again; importing the same one
+        again does not. The folders and files read are noted for the plan cache. Workspaces
+        are not walked, so loading the plan stays quick (a workspace edited by hand is not
+        seen: import it again)."""
         seen = []
+        note_file(self.folder)
         for folder, dirs, files in os.walk(self.folder):  # a scenario's name may hold a "/"
-            dirs[:] = sorted(d for d in dirs if not d.endswith(WORKSPACE_SUFFIX))
+            note_file(folder)
+            # not a workspace, nor one an import left half-copied (".<name>.workspace.new-")
+            dirs[:] = sorted(
+                d for d in dirs if not d.endswith(WORKSPACE_SUFFIX) and not d.startswith(".")
+            )
             for name in sorted(f for f in files if f.endswith(".json")):
-                stat = os.stat(os.path.join(folder, name))
-                where = os.path.relpath(os.path.join(folder, name), self.folder)
-                seen.append((where, stat.st_size, stat.st_mtime_ns))
-        return "atif-replay-1:" + hash_value(seen)[:16]
+                path = os.path.join(folder, name)
+                seen.append((os.path.relpath(path, self.folder), hash_file(Path(path))))
+        return "atif-replay-2:" + hash_value(seen)[:16]
 
     def unavailable(self, model: str | None) -> str | None:
         """Nothing to install; a missing trajectory is said by the run itself."""
@@ -83,15 +91,18 @@ class ReplayAgent(Agent):
         for step in trajectory.steps:
             if step.source == "agent":
                 _replay(ctx, step)
-        ended = ((trajectory.extra or {}).get("llmtt") or {}).get("ended") or {}
-        duration = ended.get("duration_secs")
-        if not isinstance(duration, int | float):
+        own = trajectory.extra.llmtt if trajectory.extra else None
+        ended = own.ended if own else None
+        duration = ended.duration_secs if ended else None
+        if duration is None:
             duration = _span(trajectory) or round(time.monotonic() - started, 3)
         last = trajectory.steps[-1]
-        natural = ended.get("natural_stop", last.source == "agent" and not last.tool_calls)
-        timed_out = bool(ended.get("timed_out"))
-        exit_code = ended.get("exit_code") if isinstance(ended.get("exit_code"), int) else None
-        reason = ended.get("reason") or (None if ended else "imported trajectory: exit unknown")
+        natural = last.source == "agent" and not last.tool_calls
+        if ended and ended.natural_stop is not None:
+            natural = ended.natural_stop
+        timed_out = bool(ended and ended.timed_out)
+        exit_code = ended.exit_code if ended else None
+        reason = ended.reason if ended else "imported trajectory: exit unknown"
         ctx.events.emit(
             "complete",
             exit_code=exit_code,
@@ -109,7 +120,8 @@ def _replay(ctx: RunContext, step: Step) -> None:
     if text:
         ctx.events.emit("message", role="assistant", text=text)
         ctx.transcript.write(text.encode() + b"\n")
-    codes = ((step.extra or {}).get("llmtt") or {}).get("exit_codes") or {}
+    own = step.extra.llmtt if step.extra else None
+    codes = (own.exit_codes if own else None) or {}
     for call in step.tool_calls or []:
         llmtt_name = tool_name(call.function_name)
         command = call.arguments.get("command")
@@ -129,12 +141,11 @@ def _replay(ctx: RunContext, step: Step) -> None:
         if result.source_call_id is None:
             ctx.events.emit("output", text=output)
             continue
-        code = codes.get(result.source_call_id)
         ctx.events.emit(
             "tool_result",
             id=result.source_call_id,
             output=output,
-            exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+            exit_code=codes.get(result.source_call_id),
         )
     ctx.transcript.flush()
     if step.metrics is not None:
@@ -149,8 +160,8 @@ def _usage(step: Step) -> dict[str, Any]:
     """A step's metrics as llmtt counts them: input tokens without the cached ones."""
     metrics = step.metrics
     assert metrics is not None
-    extra = ((metrics.extra or {}).get("llmtt") or {}) if metrics.extra else {}
-    written = int(extra.get("cache_write_tokens") or 0)
+    own = metrics.extra.llmtt if metrics.extra else None
+    written = (own.cache_write_tokens if own else None) or 0
     cached = metrics.cached_tokens or 0
     out: dict[str, Any] = {
         "input_tokens": max(0, (metrics.prompt_tokens or 0) - cached - written),
@@ -164,7 +175,8 @@ def _usage(step: Step) -> dict[str, Any]:
 
 
 def _span(trajectory: Trajectory) -> float | None:
-    """Seconds from the first step's time to the last's, where both are given."""
+    """Seconds from the first step's time to the last's, where both are given, and both with
+    a time zone or both without (a time without one is no instant to compare with one)."""
     import datetime as dt
 
     stamps = [s.timestamp for s in trajectory.steps if s.timestamp]
@@ -173,6 +185,8 @@ def _span(trajectory: Trajectory) -> float | None:
     first, last = (
         dt.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (stamps[0], stamps[-1])
     )
+    if (first.tzinfo is None) != (last.tzinfo is None):
+        return None
     return round((last - first).total_seconds(), 3)
 
 

@@ -41,7 +41,12 @@ def export_atif(args: argparse.Namespace) -> int:
             )
             continue
         trajectory = export_run(folder, prompts[scenario], __version__)
-        write_json(out / f"{run_id}.json", trajectory, redact)  # redacted like every artifact
+        try:
+            write_json(out / f"{run_id}.json", trajectory, redact)  # redacted like every artifact
+        except OSError as exc:
+            raise LlmttError(
+                f"export atif: --out {out}: cannot write {run_id}.json: {exc}"
+            ) from None
         written += 1
     print(f"wrote {written} trajectory file(s) (ATIF-v1.7) to {out}")
     return 0

@@ -6,6 +6,7 @@ triage.json, keyed by what it was asked, so the same question is never paid for 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from llmtt.errors import LlmttError
@@ -17,7 +18,7 @@ from llmtt.spec.project import Project
 from llmtt.util.atomic import read_json, read_jsonl, write_json
 from llmtt.util.hashing import hash_value
 
-TRIAGE_FORMAT = 1
+TRIAGE_FORMAT = 2  # 2: `answers`, by inputs, and each one's `earlier_attempts`
 MAX_ANSWER_TOKENS = 200
 OUTPUT_CHARS = 1000  # of each tool result shown
 LINE_CHARS = 300  # of the answer kept
@@ -34,29 +35,30 @@ def triage_run(
 ) -> dict[str, Any]:
     """The triage of a run, as written to triage.json: `line` when the model answered (now or
     earlier, for the same inputs), `skipped` when it was not asked and why (the run did not
-    fail, or may not spend: `refused`). `reserve(prompt)` holds the budget before asking
-    (raising LlmttError when it is spent)."""
+    fail, or may not spend: `refused`), `gave_up` once `[run] provider_attempts` attempts on
+    the same inputs gave no answer. Every answer and failed attempt stays in `answers`, keyed
+    by its inputs, across the run's outcome flipping, so none is paid for twice.
+    `reserve(prompt)` holds the budget before asking (raising LlmttError when it is spent)."""
     from llmtt.providers import resolve_model, spending_refusal
 
     assert run.triage is not None
     spec = project.config.triage
     path = run.dir / TRIAGE_FILE
     redact = project.redactor()
+    answers = kept_answers(path)
     result = read_json(run.dir / "result.json")
     rule = result.get("triage")
     if result.get("outcome") != "fail" or not rule:
-        record: dict[str, Any] = {"format": TRIAGE_FORMAT, "skipped": "the run did not fail"}
-        write_json(path, record)
-        return record
+        return _written(path, {"skipped": "the run did not fail"}, answers, redact)
     events = read_jsonl(run.dir / "events.jsonl") if (run.dir / "events.jsonl").exists() else []
     prompt = build_prompt(
         run.scenario.spec.task.prompt, rule, events, spec.max_events_chars, redact
     )
     inputs = hash_value({"key": run.triage, "prompt": prompt})
-    if path.exists():
-        kept: dict[str, Any] = read_json(path)
-        if kept.get("inputs") == inputs and kept.get("line"):
-            return kept  # asked already about these very inputs: not paid for again
+    known = answers.get(inputs)
+    if known is not None and (known.get("line") or known.get("gave_up")):
+        # Asked already about these very inputs (answered, or given up on): not paid again.
+        return _written(path, known, answers, redact)
     assert spec.model is not None  # the plan refuses [triage] enabled without one
     model = resolve_model(spec.model, project.config.models)
     refusal = spending_refusal(model, "the triage")
@@ -65,12 +67,53 @@ def triage_run(
             reserve(prompt)
         except LlmttError as exc:
             refusal = str(exc)
-    if refusal is not None:
-        record = {"format": TRIAGE_FORMAT, "skipped": refusal, "refused": True}
-    else:
-        record = ask(model, prompt)
+    if refusal is not None:  # nothing paid: the answers kept stay as they were
+        return _written(path, {"skipped": refusal, "refused": True}, answers, redact)
+    record = ask(model, prompt)
     record.update(inputs=inputs, rule_line=rule.get("line"))
-    write_json(path, record, redact)
+    if known is not None:  # earlier attempts on these inputs that gave no answer, paid
+        earlier = known.pop("earlier_attempts", [])
+        record["earlier_attempts"] = [*earlier, known]
+    tried = 1 + len(record.get("earlier_attempts", []))
+    if not record["line"] and tried >= project.config.run.provider_attempts:
+        record["gave_up"] = (
+            f"no answer in {tried} attempts ([run] provider_attempts), the last: "
+            f"{record['error']}; asked again only when what it is asked changes"
+        )
+    answers[inputs] = record
+    return _written(path, record, answers, redact)
+
+
+def kept_answers(path: Path) -> dict[str, dict[str, Any]]:
+    """The answers (and failed attempts) triage.json keeps, by the hash of their inputs."""
+    if not path.exists():
+        return {}
+    kept: dict[str, Any] = read_json(path)
+    answers: dict[str, dict[str, Any]] = dict(kept.get("answers") or {})
+    if not answers and kept.get("inputs") and "model" in kept:  # format 1: one asked, kept
+        answers[kept["inputs"]] = {k: v for k, v in kept.items() if k != "answers"}
+    return answers
+
+
+def spent(path: Path) -> float | None:
+    """What the triage of a run has cost in all, over every answer and attempt it keeps (None:
+    nothing paid, or no price known)."""
+    costs = [
+        attempt.get("cost_usd")
+        for answer in kept_answers(path).values()
+        for attempt in [answer, *answer.get("earlier_attempts", [])]
+    ]
+    known = [float(c) for c in costs if c is not None]
+    return round(sum(known), 8) if known else None
+
+
+def _written(
+    path: Path, record: dict[str, Any], answers: dict[str, dict[str, Any]], redact: Redactor
+) -> dict[str, Any]:
+    """triage.json: this time's record at the top (what the reports read), the answers kept
+    beside it."""
+    record = {**record, "format": TRIAGE_FORMAT}
+    write_json(path, {**record, "answers": answers}, redact)
     return record
 
 

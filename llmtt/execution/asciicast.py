@@ -7,8 +7,9 @@ transcript takes is recorded: the PTY's output of a CLI agent, and the `$ comman
 outputs that the oracle and the litellm loop write themselves (so an agent that runs no PTY
 still has its session). asciinema plays it, and so does the run's panel in report.html.
 
-What is recorded is cut at line ends (and carriage returns), never inside a line, and each
-piece passes the run's redactor: a secret is masked whole, as in the event log, and the file
+What is recorded is cut at line ends (and carriage returns), a line longer than LONGEST_PIECE
+where no secret spans the cut, and each piece passes the run's redactor: a secret is masked
+whole, as in the event log, and the file
 can be shown where the transcript, kept raw, cannot. Lines end as a terminal shows them: a bare
 newline that llmtt or a pipe wrote becomes CR LF, as the PTY's own line discipline makes it.
 The recording is bounded like the transcript: past about MAX_CAST bytes, its first and last
@@ -38,6 +39,7 @@ CAST_FILE = "session.cast"
 # session ends; the transcript keeps 32 MiB, and the report plays the last 8 KiB).
 MAX_CAST = 4 * 1024 * 1024
 LONGEST_PIECE = 16_384  # characters of one line held before they are recorded anyway
+OVERLAP = 256  # characters either side of a cut inside a line that a secret may span
 _LINE_COST = len('[1234.123456, "o", ""]\n')  # what a line adds to its text
 _BARE_LF = re.compile(r"(?<!\r)\n")
 
@@ -73,13 +75,45 @@ class Recorder:
         if not text:
             return
         self._pending += self._crlf(text)
-        end = max(self._pending.rfind("\n"), self._pending.rfind("\r"))
+        self._pieces(final=False)
+
+    def _pieces(self, final: bool) -> None:
+        """The text pending recorded in pieces of at most about LONGEST_PIECE characters (one
+        large write too: the recording stays bounded), cut at line ends where there are. A
+        longer line is cut where no secret spans the cut, waiting for OVERLAP characters past
+        it, so that each piece masked alone is masked as the whole would be. The rest of an
+        unfinished line stays pending (`final`: recorded)."""
+        text, at = self._pending, 0
+        while len(text) - at > LONGEST_PIECE:
+            stop = at + LONGEST_PIECE
+            end = max(text.rfind("\n", at, stop), text.rfind("\r", at, stop))
+            if end >= 0:
+                cut = end + 1
+            elif len(text) - stop < OVERLAP and not final:
+                break  # the text after the cut is not here yet
+            else:
+                cut = self._safe_cut(text, at, stop)
+            self._emit(text[at:cut])
+            at = cut
+        rest = text[at:]
+        end = len(rest) - 1 if final else max(rest.rfind("\n"), rest.rfind("\r"))
         if end >= 0:
-            self._emit(self._pending[: end + 1])
-            self._pending = self._pending[end + 1 :]
-        if len(self._pending) > LONGEST_PIECE:
-            self._emit(self._pending)
-            self._pending = ""
+            self._emit(rest[: end + 1])
+        self._pending = rest[end + 1 :]
+
+    def _safe_cut(self, text: str, start: int, cut: int) -> int:
+        """Where to cut `text` at `cut` or before it (after `start`), so that no secret of up
+        to OVERLAP characters spans the cut: the text either side masked alone is masked as
+        the two together are."""
+        if self._redact is None:
+            return cut
+        mask = self._redact
+        for _ in range(4):
+            before, after = text[max(start, cut - OVERLAP) : cut], text[cut : cut + OVERLAP]
+            if mask(before) + mask(after) == mask(before + after):
+                return cut
+            cut = max(start + 1, cut - OVERLAP)  # past the start of what spans it
+        return cut
 
     def __enter__(self) -> Recorder:
         return self
@@ -98,8 +132,7 @@ class Recorder:
             return
         try:
             self._pending += self._crlf(self._decode.decode(b"", final=True))
-            if self._pending:
-                self._emit(self._pending)
+            self._pieces(final=True)
             if self._cut:
                 marker = f"\r\n[... {self._cut} characters of the session cut by llmtt ...]\r\n"
                 self._file.write(self._line(self._end[0][0], marker))
@@ -190,6 +223,8 @@ def read_cast(path: Path, limit: int) -> dict[str, Any] | None:
             if size - start > limit:  # its end only: a recording may be 4 MiB
                 handle.seek(size - limit)
                 handle.readline()  # from a line's start
+                if handle.tell() >= size:  # no line starts in the end: the last line, whole
+                    handle.seek(_last_line(handle, start, size))
             cut = handle.tell() - start
             lines = handle.read().splitlines()
     except (OSError, ValueError):
@@ -203,10 +238,27 @@ def read_cast(path: Path, limit: int) -> dict[str, Any] | None:
         except (ValueError, TypeError):
             continue
         if kind == "o" and isinstance(text, str) and isinstance(at, int | float):
-            events.append([at, text])
+            events.append([at, text[-limit:]])  # of a long last line, its end
     return {
         "width": header.get("width"),
         "height": header.get("height"),
         "events": events,
         "cut": cut,
     }
+
+
+LONGEST_LINE = 1024 * 1024  # bytes of a recording's last line read to play its end
+
+
+def _last_line(handle: BinaryIO, start: int, size: int) -> int:
+    """Where the recording's last line starts (a line of one long piece, which recordings
+    before pieces were bounded could hold); past LONGEST_LINE, its end (no line: no events)."""
+    at = size - 1  # its own line end left out
+    while at > start and size - at < LONGEST_LINE:
+        step = min(65536, at - start)
+        handle.seek(at - step)
+        found = handle.read(step).rfind(b"\n")
+        if found >= 0:
+            return at - step + found + 1
+        at -= step
+    return max(start, at)

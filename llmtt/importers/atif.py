@@ -3,7 +3,9 @@ one `llmtt export atif` wrote) kept as a run of a scenario, for `doit run` to gr
 
 The trajectory is checked against ATIF-v1.7 (llmtt.trajectories.atif), redacted like every
 artifact llmtt writes, and kept as `trajectories/<agent>/<scenario>.json` of the project, with
-the workspace it left (`--workspace DIR`) as `<scenario>.workspace/`. The agent is named after
+the workspace it left (`--workspace DIR`) as `<scenario>.workspace/` (copied beside it and
+renamed into place, the trajectory written last, so an import cut short leaves no trajectory
+to replay). The agent is named after
 the trajectory's (`atif-<its name>`, so a built-in agent's name is never taken) unless
 `--agent` names it; its `[agents.<name>] trajectories` table makes it an agent that replays them
 (llmtt.agents.replay) and never starts one.
@@ -15,16 +17,19 @@ import difflib
 import json
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from llmtt.agents.replay import WORKSPACE_SUFFIX
 from llmtt.errors import LlmttError
-from llmtt.spec.project import load_project
+from llmtt.spec.project import Project, load_project
 from llmtt.trajectories.atif import Trajectory
 from llmtt.util.atomic import write_json
+from llmtt.util.hashing import hash_tree
 
 FOLDER = "trajectories"
 
@@ -59,12 +64,10 @@ def import_trajectory(
     folder = project.root / FOLDER / name
     kept = folder / f"{scenario}.json"
     data = trajectory.model_dump(mode="json", exclude_none=True)
-    write_json(kept, data, project.redactor())  # a trajectory may quote a key the agent saw
-    saved = folder / f"{scenario}{WORKSPACE_SUFFIX}"
-    if saved.exists():
-        shutil.rmtree(saved)
-    if workspace is not None:
-        shutil.copytree(workspace, saved, symlinks=True)
+    try:
+        _keep(kept, data, folder / f"{scenario}{WORKSPACE_SUFFIX}", workspace, project)
+    except (OSError, shutil.Error) as exc:
+        raise LlmttError(f"import atif: cannot keep the trajectory as {kept}: {exc}") from None
     wanted = f"{FOLDER}/{name}"
     settings = project.config.agents.get(name)
     advice = None
@@ -74,6 +77,31 @@ def import_trajectory(
             f"then grade it with: doit run agent={name} scenario={scenario}"
         )
     return Imported(kept, name, advice)
+
+
+def _keep(
+    kept: Path, data: dict[str, Any], saved: Path, workspace: Path | None, project: Project
+) -> None:
+    """The trajectory and its workspace in place, never half: the old trajectory goes first
+    (a run with none says so), the workspace is copied beside its place and renamed into it,
+    and the trajectory, with the workspace's hash (what the replay agent's version reads), is
+    written last."""
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.unlink(missing_ok=True)
+    if saved.exists():
+        gone = Path(tempfile.mkdtemp(prefix=f".{saved.name}.old-", dir=saved.parent))
+        saved.rename(gone / "w")
+        shutil.rmtree(gone)
+    if workspace is not None:
+        building = Path(tempfile.mkdtemp(prefix=f".{saved.name}.new-", dir=saved.parent))
+        try:
+            shutil.copytree(workspace, building / "w", symlinks=True)
+            (building / "w").rename(saved)
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+        extra = data.setdefault("extra", {})
+        extra.setdefault("llmtt", {})["workspace_hash"] = hash_tree(saved)
+    write_json(kept, data, project.redactor())  # a trajectory may quote a key the agent saw
 
 
 def read_trajectory(file: Path) -> Trajectory:

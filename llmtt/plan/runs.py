@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +115,7 @@ def build_plan(project: Project, selection: Selection, *, part: bool = False) ->
     variants: dict[str | None, str] = {}
     fixtures: dict[Path, str] = {}  # each fixture hashed once per plan, not once per run
     runs: list[Run] = []
+    said: set[str] = set()  # the replaying agents given one repeat where more were asked
     template = _template_key(project, "evaluation.md.j2")
     code = _evaluator_code(project)
     if not part:
@@ -128,7 +130,7 @@ def build_plan(project: Project, selection: Selection, *, part: bool = False) ->
             fixtures[fixture] = hash_tree(fixture)
         fixture_key = fixtures[fixture] if fixture is not None else "none"
         keys = _scenario_keys(project, scenario, target, version, fixture_key, code)
-        for axes in _axes(project, scenario, selection):
+        for axes in _axes(project, scenario, selection, said):
             agent, _, variant, _ = axes
             if agent not in agents:
                 agents[agent] = _agent_parts(project, agent, versions)
@@ -273,7 +275,7 @@ def _selected(scenario: LoadedScenario, selection: Selection) -> bool:
 
 
 def _axes(
-    project: Project, scenario: LoadedScenario, selection: Selection
+    project: Project, scenario: LoadedScenario, selection: Selection, said: set[str]
 ) -> list[tuple[str, str | None, str | None, int]]:
     matrix = project.config.matrix
     own = scenario.spec.matrix or ScenarioMatrix()
@@ -297,7 +299,15 @@ def _axes(
             repeats = selection.repeats_of(scenario.name) or repeats
     out: list[tuple[str, str | None, str | None, int]] = []
     for agent in agents:
-        needs_model = make_agent(project.config, project.root, agent).needs_model
+        made = make_agent(project.config, project.root, agent)
+        needs_model = made.needs_model
+        if made.replays and repeats > 1 and agent not in said:
+            said.add(agent)
+            print(
+                f"llmtt: agent {agent} replays one trajectory per scenario: 1 repeat, not "
+                f"{repeats}",
+                file=sys.stderr,
+            )
         agent_models: Sequence[str | None] = models if needs_model else [None]
         if needs_model and not agent_models:
             raise ConfigError.one(
@@ -308,7 +318,7 @@ def _axes(
         for model in agent_models:
             for variant in variants or ["none"]:
                 resolved = None if variant == "none" else variant
-                for repeat in range(1, repeats + 1):
+                for repeat in range(1, 1 + (1 if made.replays else repeats)):
                     out.append((agent, model, resolved, repeat))
     return out
 

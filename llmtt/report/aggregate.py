@@ -14,7 +14,9 @@ from typing import Any
 
 from llmtt.errors import LlmttError
 from llmtt.evaluation.outcome import as_expected, verdict
+from llmtt.evaluation.paid_triage import spent
 from llmtt.execution.asciicast import CAST_FILE, read_cast
+from llmtt.plan.keys import TRIAGE_FILE
 from llmtt.plan.runs import Plan, Run
 from llmtt.redaction import Redactor
 from llmtt.report.charts import history_chart
@@ -427,9 +429,13 @@ def _row(run: Run) -> dict[str, Any]:
     if answer is not None:  # the triage model's line, beside the rule-based fields
         record["triage"] = {
             **record["triage"],
-            "model_line": answer["line"],
-            "model": answer["model"],
+            "model_line": answer.get("line"),
+            "model": answer.get("model"),
+            "model_gave_up": answer.get("gave_up"),
         }
+    if run.triage is not None and (run.dir / TRIAGE_FILE).exists():
+        # Every triage answer and attempt of the run, paid, as the judge's cost is counted.
+        record["triage_cost_usd"] = spent(run.dir / TRIAGE_FILE)
     return record
 
 
@@ -447,7 +453,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     # tag).
     counts: dict[str, int] = defaultdict(int)
     costs: list[float] = []
-    judge_costs: list[float] = []
+    layer_costs: list[float] = []
     gates_passed: float = 0
     gates_total: float = 0
     names = ("tool_calls_ok", "tool_calls_error", "turns", "input_tokens", "output_tokens")
@@ -464,7 +470,9 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             lower_bound = lower_bound or bool((r.get("metrics") or {}).get("cost_lower_bound"))
         judge = r.get("judge")
         if judge and judge.get("cost_usd"):
-            judge_costs.append(judge["cost_usd"])
+            layer_costs.append(judge["cost_usd"])
+        if r.get("triage_cost_usd"):
+            layer_costs.append(r["triage_cost_usd"])
         if outcome not in ("pass", "fail"):
             continue
         done += 1
@@ -482,7 +490,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             else:
                 passed_unexpectedly += 1
     evaluated = counts["pass"] + counts["fail"]
-    costs += judge_costs
+    costs += layer_costs
     calls_ok, calls_error = totals["tool_calls_ok"], totals["tool_calls_error"]
     turns = totals["turns"]
     return {

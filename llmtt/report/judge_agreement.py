@@ -18,14 +18,19 @@ from llmtt.results.agreement import (
 
 Row = dict[str, Any]
 
-# A group's kappa is shown from this many runs with both verdicts: over fewer, one run moves it
-# by more than the scale's bands are wide.
+# A group's kappa is shown, and any kappa warns, from this many runs with both verdicts: over
+# fewer, one run moves it by more than the scale's bands are wide.
 MIN_GROUP_RUNS = 10
 
 GATES_PASS_NOTE = (
     'the judge is asked only about runs whose gates passed ([judge] when = "gates_pass", the '
     "default), so no run has a gate failure for the judge to agree or disagree with: set "
     '[judge] when = "always" to measure agreement'
+)
+
+ONE_GATE_VERDICT = (
+    "every run's gates {}, so kappa would be 0 or undefined whatever the judge said: the "
+    "observed agreement is how often the judge said the same"
 )
 
 
@@ -74,7 +79,10 @@ def judge_agreement(rows: list[Row], when: str | None) -> Row | None:
     warnings = [
         f"{where}: judge–gate kappa {entry['kappa']:.2f} is below {KAPPA_LOW}"
         for entry in [overall, *groups]
-        if entry["kappa"] is not None and entry["kappa"] < KAPPA_LOW
+        # from as many runs as a group's kappa is shown from: over fewer, one run moves it
+        if entry["kappa"] is not None
+        and entry["kappa"] < KAPPA_LOW
+        and entry["runs"] >= MIN_GROUP_RUNS
         for where in [_where(entry)]
     ]
     if alpha is not None:
@@ -121,9 +129,13 @@ def _kappa_entry(
         count["both_fail"],
     )
     value, why = kappa.value, kappa.why
-    if when == "gates_pass" and not any(not g for g, _ in pairs):
+    gates = {g for g, _ in pairs}
+    if when == "gates_pass" and False not in gates:
         # Kappa would be 0 or undefined by construction, which says nothing of the judge.
         value, why = None, GATES_PASS_NOTE
+    elif len(gates) == 1:
+        # So too when every run's gates passed (or every one's failed), whatever was asked.
+        value, why = None, ONE_GATE_VERDICT.format("passed" if True in gates else "failed")
     elif not pairs:
         why = "no run has both a gate verdict and a judge verdict"
     return {

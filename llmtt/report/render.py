@@ -175,13 +175,15 @@ def render_evaluation(project: Project, run: Run) -> tuple[str, str]:
 
 
 def triage_answer(run: Run, rule: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The triage model's answer on this failure of the run (triage.json), or None: no
-    triage layer, no answer, or one about an earlier failure (its rule-based line differs)."""
+    """The triage model's answer on this failure of the run (triage.json; `line`, or
+    `gave_up` when it gave none in every attempt allowed), or None: no triage layer, no answer
+    yet, or one about an earlier failure (its rule-based line differs)."""
     path = run.dir / TRIAGE_FILE
     if run.triage is None or not rule or not path.exists():
         return None
     answer: dict[str, Any] = read_json(path)
-    if not answer.get("line") or answer.get("rule_line") != rule.get("line"):
+    answered = answer.get("line") or answer.get("gave_up")
+    if not answered or answer.get("rule_line") != rule.get("line"):
         return None
     return answer
 

@@ -306,16 +306,20 @@ def triage_action(session: Session, spec: RunSpec) -> dict[str, Any]:
             ledger.reserve(key, amount)
             held.append(amount)
 
+    record: dict[str, Any] | None = None
     try:
         record = triage_run(project, run, reserve)
     finally:
         if ledger is not None and held:
-            triaged = run.dir / "triage.json"
-            cost = read_json(triaged).get("cost_usd") if triaged.exists() else None
-            ledger.settle(key, cost, held[0])
+            # What this attempt cost when it wrote its record; else (it raised) the hold.
+            ledger.settle(key, None if record is None else record.get("cost_usd"), held[0])
     values: dict[str, Any] = {"status": "ok"}
     problem = record.get("skipped") if record.get("refused") else record.get("error")
-    if problem:
+    if record.get("gave_up"):
+        # Not pending: asked again only when its inputs (result.json, the key) change.
+        print(console(f"llmtt: {run.run_id}: the triage gave up: {record['gave_up']}"))
+        values = {"status": "ok", "gave_up": str(record["gave_up"])}
+    elif problem:
         # Not asked (no budget, no LLMTT_ENABLED=1...) or no answer: the layer stays pending
         # and the reports keep the rule-based line; the run's outcome is not the triage's.
         print(console(f"llmtt: {run.run_id}: the triage did not answer: {problem}"))

@@ -99,6 +99,7 @@ def _run_tasks(session: Session, run: RunSpec, warm: Pending) -> Iterator[Task]:
             clean=True,
             doc=f"LLM judge ({run.judge_model}) of {run.label}",
             verbosity=2,
+            io=task_io,
             subtask_of=rid,
         )
     triaged = "triage" in run.keys
@@ -115,6 +116,7 @@ def _run_tasks(session: Session, run: RunSpec, warm: Pending) -> Iterator[Task]:
             clean=True,
             doc=f"why {run.label} failed, in a model's words",
             verbosity=2,
+            io=task_io,
             subtask_of=rid,
         )
     report_check: list[Any] = [KeyCheck("report", run.keys["report"], warm)]

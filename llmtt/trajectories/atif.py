@@ -17,7 +17,15 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 SCHEMA_VERSION: Final = "ATIF-v1.7"
 Version = Literal[
@@ -34,6 +42,60 @@ Version = Literal[
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class _Open(BaseModel):
+    """An `extra` object: anything goes, but the fields llmtt reads are typed, so a trajectory
+    llmtt cannot replay is refused on import, naming the field."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class Ended(_Open):
+    """How the agent's process ended (llmtt's `complete` event)."""
+
+    exit_code: StrictInt | None = None
+    duration_secs: float | None = Field(None, ge=0)
+    timed_out: StrictBool | None = None
+    natural_stop: StrictBool | None = None
+    reason: str | None = None
+
+
+class RunLlmtt(_Open):
+    """llmtt's own fields of a whole trajectory."""
+
+    ended: Ended | None = None
+    workspace_hash: str | None = None  # of the workspace kept beside it (llmtt import atif)
+
+
+class RunExtra(_Open):
+    """A trajectory's `extra`."""
+
+    llmtt: RunLlmtt | None = None
+
+
+class StepLlmtt(_Open):
+    """llmtt's own fields of a step: each tool call's exit code, by tool_call_id."""
+
+    exit_codes: dict[str, StrictInt | None] | None = None
+
+
+class StepExtra(_Open):
+    """A step's `extra`."""
+
+    llmtt: StepLlmtt | None = None
+
+
+class MetricsLlmtt(_Open):
+    """llmtt's own fields of a step's metrics."""
+
+    cache_write_tokens: StrictInt | None = Field(None, ge=0)
+
+
+class MetricsExtra(_Open):
+    """A step's metrics' `extra`."""
+
+    llmtt: MetricsLlmtt | None = None
 
 
 class Agent(_Model):
@@ -88,7 +150,7 @@ class Metrics(_Model):
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     logprobs: list[float] | None = None
-    extra: dict[str, Any] | None = None
+    extra: MetricsExtra | None = None
 
 
 class FinalMetrics(_Model):
@@ -121,7 +183,7 @@ class Step(_Model):
     metrics: Metrics | None = None
     is_copied_context: bool | None = None
     llm_call_count: int | None = Field(None, ge=0)
-    extra: dict[str, Any] | None = None
+    extra: StepExtra | None = None
 
     @field_validator("timestamp")
     @classmethod
@@ -159,7 +221,7 @@ class Trajectory(_Model):
     notes: str | None = None
     final_metrics: FinalMetrics | None = None
     continued_trajectory_ref: str | None = None
-    extra: dict[str, Any] | None = None
+    extra: RunExtra | None = None
     subagent_trajectories: list[Trajectory] | None = None
 
     @model_validator(mode="after")

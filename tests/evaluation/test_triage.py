@@ -175,6 +175,60 @@ def test_paid_triage_asks_once_per_failed_run_and_only_when_switched_on(
     assert len(handler.hits) == 2
 
 
+def test_paid_triage_gives_up_and_keeps_answers_across_outcome_flips(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    """Two empty answers on the same inputs, paid: given up ([run] provider_attempts = 2),
+    not pending, said in the reports, both counted in the cost. A new failure is asked; the
+    run passing, then failing as before, asks nothing again (the answers stay by inputs)."""
+    url, handler = provider
+    handler.queue = [(200, chat_answer("")), (200, chat_answer("")), (200, chat_answer("Why."))]
+    toml = (
+        GIT_TOML + f'\n[models.triage-m]\nlitellm = "openai/triage-m"\napi_base = "{url}"\n'
+        'api_key_env = "TRIAGE_KEY"\ninput_usd_per_mtok = 1.0\noutput_usd_per_mtok = 1.0\n'
+        '\n[run]\nprovider_attempts = 2\n\n[triage]\nenabled = true\nmodel = "triage-m"\n'
+    )
+    project.write("llmtt.toml", toml)
+    paid = {"LLMTT_ENABLED": "1", "TRIAGE_KEY": "k"}
+    other_gate = "    - {type: file_exists, path: nothing.txt}\n"
+    passing_gate = "    - {type: file_exists, path: .git/HEAD}\n"
+
+    def run_with(gate: str) -> list[str]:
+        project.write(
+            "scenarios/s.yaml",
+            "task: {prompt: Tag a commit v1.}\nsolution: [git init -q ., git tag v1]\n"
+            f"evaluation:\n  gates:\n{gate}",
+        )
+        result = project.doit("run", env=paid)
+        assert result.code == 0, result.out + result.err
+        return [result.out, *result.executed()]
+
+    assert "the triage did not answer: the model gave an empty answer" in run_with(TAG_GATE)[0]
+    said = run_with(TAG_GATE)[0]
+    assert len(handler.hits) == 2 and "the triage gave up: no answer in 2 attempts" in said
+    assert "s/oracle/r1:triage" not in run_with(TAG_GATE)  # given up: not pending
+    triaged = project.json("s/oracle/r1/triage.json")
+    assert triaged["gave_up"] and triaged["earlier_attempts"][0]["cost_usd"] == 15 / 1e6
+    evaluation = (project.results() / "s/oracle/r1/evaluation.md").read_text()
+    assert "(the triage model triage-m gave up: no answer in 2 attempts" in evaluation
+    report = project.json("report.json")
+    assert report["runs"][0]["triage_cost_usd"] == 30 / 1e6
+    assert report["summary"]["cost_usd"] == 30 / 1e6  # the oracle costs nothing
+    assert "gave up: no answer in 2 attempts" in (project.results() / "report.html").read_text()
+
+    run_with(other_gate)  # another failure: asked, answered
+    assert len(handler.hits) == 3
+    assert project.json("s/oracle/r1/triage.json")["line"] == "Why."
+    run_with(passing_gate)
+    assert project.json("s/oracle/r1/triage.json")["skipped"] == "the run did not fail"
+    run_with(other_gate)
+    assert project.json("s/oracle/r1/triage.json")["line"] == "Why."
+    run_with(TAG_GATE)
+    assert project.json("s/oracle/r1/triage.json")["gave_up"]
+    assert len(handler.hits) == 3  # nothing asked twice
+    assert project.json("report.json")["summary"]["cost_usd"] == 45 / 1e6
+
+
 def test_triage_switched_on_without_a_model_names_the_field(project: Project) -> None:
     project.write("llmtt.toml", GIT_TOML + "\n[triage]\nenabled = true\n")
     project.write("scenarios/s.yaml", "task: {prompt: Init.}\nsolution: [git init -q .]\n")
@@ -223,3 +277,29 @@ def test_rule_triage_reads_the_line_as_metrics_do() -> None:
     assert found["line"] == (
         "`git push origin` exited 128 (line 0 [REDACTED]), then the agent ran `git remote -v`"
     )
+
+
+def test_paid_layers_print_with_capture_off_under_ray(project: Project) -> None:
+    """Under executor=ray the layers run in threads of one process: the judge and triage tasks,
+    which print, leave doit's output capture off as the agent and evaluate tasks do."""
+    from llmtt.taskgraph.session import Session
+    from llmtt.taskgraph.tasks import make_tasks
+
+    models = "".join(
+        f'\n[models.{m}]\nlitellm = "openai/{m}"\napi_base = "http://127.0.0.1:9"\n'
+        for m in ("judge-m", "triage-m")
+    )
+    paid = '\n[judge]\nmodel = "judge-m"\n\n[triage]\nenabled = true\nmodel = "triage-m"\n'
+    project.write("llmtt.toml", GIT_TOML + models + paid)
+    project.write("rubrics/r.yaml", "criteria:\n  - {id: c, description: Done., weight: 1}\n")
+    project.write(
+        "scenarios/s.yaml",
+        "task: {prompt: Init.}\nsolution: [git init -q .]\nevaluation:\n"
+        "  gates:\n    - {type: file_exists, path: .git/HEAD}\n"
+        "  judge: {enabled: true, rubric: rubrics/r.yaml}\n",
+    )
+    for executor, capture in (("ray", False), ("local", True)):
+        session = Session.load(project.root, {"executor": executor})
+        tasks = {t.name: t for t in make_tasks(session) if not isinstance(t, dict)}
+        for layer in ("agent", "judge", "triage"):
+            assert tasks[f"s/oracle/r1:{layer}"].io.capture is capture, (executor, layer)

@@ -64,6 +64,32 @@ def test_recording_is_bounded_and_says_what_was_cut(tmp_path: Path) -> None:
     assert read["events"][-1][1] == "line 0999\r\n"
 
 
+def test_one_large_write_is_recorded_bounded_and_masked_whole(tmp_path: Path) -> None:
+    """A 2 MB line in one write: cut into pieces, so the recording keeps its bound; a secret
+    lying across where a piece would end is still masked; the report plays the end of a last
+    line longer than the end it reads (as a recording made before pieces were bounded holds)."""
+    from llmtt.execution.asciicast import LONGEST_PIECE
+
+    secret = "tok0123456789abcdefXYZ"
+    cast = tmp_path / "session.cast"
+    big = "x" * (LONGEST_PIECE - 5) + secret + "y" * (2_000_000 - LONGEST_PIECE) + "END"
+    with Recorder(cast, Redactor({"MY_TOKEN": secret}), limit=200_000) as recorder:
+        recorder.add(big.encode())
+    assert cast.stat().st_size < 200_000 * 1.1
+    text = cast.read_text()
+    assert "tok01" not in text and "[REDACTED]" in text
+    _, events = lines(cast)
+    assert max(len(str(e[2])) for e in events) <= LONGEST_PIECE
+    assert str(events[-1][2]).endswith("yyyEND")
+    read = read_cast(cast, 8192)
+    assert read is not None and read["events"][-1][1].endswith("yyyEND")
+
+    old = tmp_path / "old.cast"  # one line of 40 KB after the header
+    old.write_text('{"version": 2}\n' + json.dumps([1.5, "o", "z" * 40_000 + "LAST"]) + "\n")
+    read = read_cast(old, 8192)
+    assert read is not None and read["events"] == [[1.5, "z" * 8188 + "LAST"]]
+
+
 def test_transcript_and_recording_take_the_same_writes(tmp_path: Path) -> None:
     transcript = tmp_path / "t.txt"
     with Recorder(tmp_path / "s.cast") as recorder, open(transcript, "wb") as raw:

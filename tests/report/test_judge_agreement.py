@@ -113,6 +113,23 @@ def test_small_groups_are_left_out_and_samples_give_alpha() -> None:
     assert any("nominal alpha" in w for w in found["warnings"])
 
 
+def test_one_gate_verdict_gives_no_kappa_and_few_runs_no_warning() -> None:
+    """Every run's gates passed (or failed) under when = "always": kappa is 0 by construction,
+    so none is given, with why, and no warning; a low kappa over fewer than MIN_GROUP_RUNS
+    runs warns of nothing."""
+    for gates in (True, False):
+        rows = [row(k, gates, k != 0) for k in range(12)]
+        found = judge_agreement(rows, "always")
+        assert found is not None and found["warnings"] == []
+        for entry in [found["overall"], *found["groups"]]:
+            assert entry["kappa"] is None and entry["runs"] == 12
+            said = "passed" if gates else "failed"
+            assert entry["kappa_note"].startswith(f"every run's gates {said}, so kappa would")
+    few = [row(k, k % 2 == 0, True) for k in range(MIN_GROUP_RUNS - 1)]
+    found = judge_agreement(few, "always")
+    assert found is not None and found["overall"]["kappa"] == 0 and found["warnings"] == []
+
+
 def test_gates_pass_says_how_to_measure_agreement(project: Project) -> None:
     """Under the default the judge sees only runs whose gates passed: kappa would be 0 or
     undefined by construction, and the report says what to change instead of showing it."""

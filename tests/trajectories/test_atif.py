@@ -5,6 +5,9 @@ starting an agent; a file that is no trajectory is refused with what is wrong.""
 from __future__ import annotations
 
 import json
+import os
+import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -170,8 +173,13 @@ def test_runs_exported_and_imported_grade_the_same(tmp_path: Path) -> None:
         for a in ("replayed", "replayed-cli", "atif-terminus-2")
     )
     project.write("llmtt.toml", (project.root / "llmtt.toml").read_text() + tables)
-    done = project.doit("run", "agent=replayed,replayed-cli,atif-terminus-2", "scenario=s")
+    settled(project.root)  # so the plan is cached, as in a project not edited this second
+    replay = ("run", "agent=replayed,replayed-cli,atif-terminus-2", "scenario=s", "repeats=2")
+    done = project.doit(*replay)
     assert done.code == 0, done.out + done.err
+    # One trajectory is one run, graded once, whatever the repeats asked.
+    assert "agent replayed replays one trajectory per scenario: 1 repeat, not 2" in done.err
+    assert not (project.results() / "s" / "replayed" / "r2").exists()
     for agent, original in originals.items():
         replayed = project.results() / "s" / agent / "r1"
         spawn = json.loads((replayed / "events.jsonl").read_text().splitlines()[0])
@@ -196,9 +204,38 @@ def test_runs_exported_and_imported_grade_the_same(tmp_path: Path) -> None:
     result = json.loads((other / "result.json").read_text())
     assert result["outcome"] == "fail" and result["gates_passed"] == 0
 
+    # Imported again with the workspace the oracle left (and step times with and without a
+    # time zone), llmtt.toml untouched: replayed again, to a new outcome.
+    steps = [{**HARBOR["steps"][1], "timestamp": "2026-11-27T00:00:00"}]
+    steps.append({**HARBOR["steps"][2], "timestamp": "2026-11-27T00:00:05+00:00"})
+    harbor.write_text(json.dumps({**HARBOR, "steps": [HARBOR["steps"][0], *steps]}))
+    workspace = originals["replayed"] / "workspace"
+    args = ["import", "atif", str(harbor), "--scenario", "s", "--workspace", str(workspace)]
+    assert main([*args, "--project", root]) == 0
+    done = project.doit(*replay)
+    assert done.code == 0, done.out + done.err
+    assert "s/atif-terminus-2/r1:agent" in done.executed()
+    result = json.loads((other / "result.json").read_text())
+    assert (result["outcome"], result["gates_passed"]) == ("pass", 2)
+    assert "Traceback" not in done.out + done.err
+    assert main([*args, "--project", root]) == 0  # the same again: nothing to replay
+    assert project.doit(*replay).executed() == []
+
+
+def settled(root: Path) -> None:
+    """Every file of the project (not its results) written ten seconds ago: the plan cache
+    keeps plans read only from files older than SETTLE_SECS."""
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "llm-tool-test-results"]
+        for name in [*files, *dirs]:
+            os.utime(os.path.join(folder, name), (time.time() - 10, time.time() - 10))
+
 
 def test_a_file_that_is_no_trajectory_is_refused(
-    project: Project, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    project: Project,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     project.write("llmtt.toml", GIT_TOML)
     project.write("scenarios/s.yaml", SCENARIO)
@@ -211,6 +248,41 @@ def test_a_file_that_is_no_trajectory_is_refused(
     assert "Traceback" not in said
     assert main([*args[:3], "--scenario", "t", "--project", str(project.root)]) == 2
     assert "--scenario 't' is not a scenario" in capsys.readouterr().err
+    # llmtt's own fields in `extra` are typed: one it cannot replay is refused on import.
+    for extra, where in (
+        ({"llmtt": "x"}, "extra.llmtt"),
+        ({"llmtt": {"ended": {"exit_code": "0"}}}, "extra.llmtt.ended.exit_code"),
+    ):
+        bad.write_text(json.dumps({**HARBOR, "extra": extra}))
+        assert main(args) == 2
+        said = capsys.readouterr().err
+        assert f"{bad}: not an ATIF trajectory (ATIF-v1.0 to v1.7): {where}:" in said, said
+    steps = [*HARBOR["steps"][:2], {**HARBOR["steps"][2], "extra": {"llmtt": {"exit_codes": []}}}]
+    bad.write_text(json.dumps({**HARBOR, "steps": steps}))
+    assert main(args) == 2
+    assert "steps.2.extra.llmtt.exit_codes:" in capsys.readouterr().err
+    # A workspace that cannot be copied (it holds a socket) leaves no half of it, nor a
+    # trajectory to replay as finished.
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(HARBOR))
+    assert main([*args[:2], str(good), "--scenario", "s", "--project", str(project.root)]) == 0
+    (tmp_path / "ws").mkdir()
+    monkeypatch.chdir(tmp_path / "ws")  # a socket's path is short
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind("sock")
+        cut = [*args[:2], str(good), "--scenario", "s", "--workspace", str(tmp_path / "ws")]
+        assert main([*cut, "--project", str(project.root)]) == 2
+    said = capsys.readouterr().err
+    assert "import atif: cannot keep the trajectory as " in said and "Traceback" not in said
+    assert list((project.root / "trajectories" / "atif-terminus-2").iterdir()) == []
+    # An --out that cannot be written is said, naming it.
+    (project.results() / "s" / "oracle").mkdir(parents=True)
+    run_folder(project.results() / "s" / "oracle" / "r1", None)
+    project.write("out-file", "")
+    out = ["export", "atif", "all", "--out", str(project.root / "out-file")]
+    assert main([*out, "--project", str(project.root)]) == 2
+    said = capsys.readouterr().err
+    assert f"export atif: --out {project.root / 'out-file'}: cannot write" in said, said
     assert main(["export", "atif", "s/oracle/r9", "--project", str(project.root)]) == 2
     assert "no run 's/oracle/r9' carried out in" in capsys.readouterr().err
 

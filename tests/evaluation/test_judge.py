@@ -480,3 +480,25 @@ def test_a_judge_that_keeps_failing_gives_up_and_never_hides_the_agents_fail(
     judge = project.json("s/oracle/r1/judge.json")
     assert judge["passed"] is True and judge["cost_usd"] == pytest.approx(3e-5 + 15 / 1e6)
     assert project.doit("run", env=ENABLED).executed() == []
+
+
+def test_every_paid_attempt_is_carried_to_the_next_question_and_branch() -> None:
+    """A changed question keeps the old samples as earlier attempts (marked with their
+    question, so they count toward no give-up of the new one); a record written before the
+    samples (format 1) is one attempt; a judge not asked now keeps them all, cost counted."""
+    from llmtt.evaluation.judge_layer import _carried, _paid_before
+
+    scored = {"weighted_score": 0.8, "error": None, "cost_usd": 1.0, "question": "q1"}
+    failed = {"weighted_score": None, "error": "judge error: x", "cost_usd": 2.0}
+    before = {"question": "q1", "samples": [scored], "earlier_attempts": [failed]}
+    kept, earlier = _paid_before(before, "q1")
+    assert kept == [scored] and earlier == [failed | {"question": "q1"}]
+    kept, earlier = _paid_before(before, "q2")
+    assert kept == [] and [a["question"] for a in earlier] == ["q1", "q1"]
+    assert _carried(before)["cost_usd"] == 3.0 and len(_carried(before)["earlier_attempts"]) == 2
+    legacy = {"format": 1, "attempts": 2, "cost_usd": 0.5, "error": "judge error: y"}
+    kept, earlier = _paid_before(legacy, "q2")
+    assert kept == [] and earlier == [
+        {"attempts": 2, "cost_usd": 0.5, "error": "judge error: y", "question": None}
+    ]
+    assert _carried({"format": 2, "skipped": "run could not be carried out"}) == {}

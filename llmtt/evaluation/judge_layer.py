@@ -87,10 +87,6 @@ def judge_run(
     not asked again (it gave up) until the question changes or, `forgotten`, the user made
     doit forget the layer.
     """
-    from llmtt.evaluation.judge import build_prompt, guidance_section
-    from llmtt.providers import resolve_model
-    from llmtt.util.atomic import read_jsonl
-
     assert run.judge is not None
     info = read_json(run.dir / "run.json")
     metrics = read_json(run.dir / "metrics.json")
@@ -98,36 +94,12 @@ def judge_run(
     redact = project.redactor()
     path = run.dir / "judge.json"
     before = read_json(path) if path.exists() else {}
-    if info["status"] == "error":
-        skipped = {"format": JUDGE_FORMAT, "skipped": "run could not be carried out"}
-        write_json(path, {**skipped, **_carried(before)}, redact)
-        return settle(project, run, records, info, metrics, gates, None)
-    if run.judge.when == "gates_pass" and not all(g["passed"] for g in gates):
-        # The seed's rule: the judge grades runs whose gates passed; this one fails on its
-        # gates, and nothing is paid for a verdict that could not change that.
-        failed = sum(not g["passed"] for g in gates)
-        why = (
-            f"the judge was not asked: {failed} gate(s) failed, and [judge] when is "
-            '"gates_pass" (set it to "always" to judge every run)'
-        )
-        skipped = {"format": JUDGE_FORMAT, "skipped": why, "not_asked": True}
-        write_json(path, {**skipped, **_carried(before)}, redact)
-        return settle(project, run, records, info, metrics, gates, None, note=why)
-    model = resolve_model(run.judge.model, project.config.models)
-    rubric = project.rubrics[run.judge.rubric]
-    settings = project.config.judge
-    guidance = guidance_section(
-        guidance_files(project, run.variant, info), settings.max_guidance_chars, redact
-    )
-    prompt = build_prompt(
-        run.scenario.spec.task.prompt,
-        rubric,
-        gates,
-        read_jsonl(run.dir / "events.jsonl"),
-        settings.max_transcript_chars,
-        redact,
-        guidance,
-    )
+    skipped = _not_asked(run, info, gates)
+    if skipped is not None:
+        fields, note = skipped
+        write_json(path, {"format": JUDGE_FORMAT, **fields, **_carried(before)}, redact)
+        return settle(project, run, records, info, metrics, gates, None, note=note)
+    model, rubric, prompt = _question(project, run, info, gates)
     # What was paid for this very question before (same prompt, system, model and judge
     # version): scored samples are kept; failed ones, and every sample of an earlier
     # question, are money spent, kept on record.
@@ -140,24 +112,18 @@ def judge_run(
     # Fewer samples than were paid for: the first ones count, the rest are kept (and their
     # cost counted) for when the number is raised again.
     samples, spare = kept[: run.judge.samples], kept[run.judge.samples :]
-    refusal = stop = None
-    if (metrics.get("evaluators") or {}).get("refused"):
-        # The run stays pending for its evaluators: the judge would be paid for twice.
-        refusal = "an evaluator did not run: " + "; ".join(metrics["evaluators"]["refused"])
-    elif evaluator_failures(metrics.get("evaluators")):
-        # Likewise until the evaluator is fixed.
-        refusal = "an evaluator failed: " + "; ".join(evaluator_failures(metrics["evaluators"]))
-    elif len(samples) < run.judge.samples:
+
+    def keep(asked: list[dict[str, Any]]) -> None:
+        write_json(path, _record(run, asked, earlier, key, spare), redact)
+
+    refusal, stop = _evaluators_waiting(metrics), None
+    if refusal is None and len(samples) < run.judge.samples:
         stop = _stop(run, earlier, key, before, doomed(gates, info))
         if stop is None:
             # Only a sample to be asked needs the paid switch: settling again on samples
             # already scored (a threshold or samples edit) asks nothing.
             refusal = spending_refusal(model, "the judge")
         if stop is None and refusal is None:
-
-            def keep(asked: list[dict[str, Any]]) -> None:
-                write_json(path, _record(run, asked, earlier, key, spare), redact)
-
             refusal = _ask_missing(model, rubric, prompt, run, samples, purse, key, keep)
     record = _record(run, samples, earlier, key, spare)
     if stop is not None:
@@ -175,6 +141,65 @@ def judge_run(
         return settle(project, run, records, info, metrics, gates, paid, refused=refusal)
     write_json(path, record, redact)
     return settle(project, run, records, info, metrics, gates, record)
+
+
+def _not_asked(
+    run: Run, info: dict[str, Any], gates: list[dict[str, Any]]
+) -> tuple[dict[str, Any], str | None] | None:
+    """judge.json's fields and the outcome's note when the judge is not to be asked at all
+    (the run was not carried out, or `[judge] when` leaves it out), else None."""
+    assert run.judge is not None
+    if info["status"] == "error":
+        return {"skipped": "run could not be carried out"}, None
+    if run.judge.when == "gates_pass" and not all(g["passed"] for g in gates):
+        # The seed's rule: the judge grades runs whose gates passed; this one fails on its
+        # gates, and nothing is paid for a verdict that could not change that.
+        failed = sum(not g["passed"] for g in gates)
+        why = (
+            f"the judge was not asked: {failed} gate(s) failed, and [judge] when is "
+            '"gates_pass" (set it to "always" to judge every run)'
+        )
+        return {"skipped": why, "not_asked": True}, why
+    return None
+
+
+def _question(
+    project: Project, run: Run, info: dict[str, Any], gates: list[dict[str, Any]]
+) -> tuple[ResolvedModel, Any, str]:
+    """The judge's model, the run's rubric and the prompt the judge is asked."""
+    from llmtt.evaluation.judge import build_prompt, guidance_section
+    from llmtt.providers import resolve_model
+    from llmtt.util.atomic import read_jsonl
+
+    assert run.judge is not None
+    redact = project.redactor()
+    model = resolve_model(run.judge.model, project.config.models)
+    rubric = project.rubrics[run.judge.rubric]
+    settings = project.config.judge
+    guidance = guidance_section(
+        guidance_files(project, run.variant, info), settings.max_guidance_chars, redact
+    )
+    prompt = build_prompt(
+        run.scenario.spec.task.prompt,
+        rubric,
+        gates,
+        read_jsonl(run.dir / "events.jsonl"),
+        settings.max_transcript_chars,
+        redact,
+        guidance,
+    )
+    return model, rubric, prompt
+
+
+def _evaluators_waiting(metrics: dict[str, Any]) -> str | None:
+    """Why the judge is not asked while an evaluator waits: the run stays pending for it, and
+    the judge would be paid for twice."""
+    evaluated = metrics.get("evaluators") or {}
+    if evaluated.get("refused"):
+        return "an evaluator did not run: " + "; ".join(evaluated["refused"])
+    if evaluator_failures(evaluated):
+        return "an evaluator failed: " + "; ".join(evaluator_failures(evaluated))
+    return None
 
 
 def _again(run: Run) -> str:

@@ -38,6 +38,7 @@ def freeze(root: Path, run_id: str, into: Path | None) -> int:
     scenario = next((s for s in project.scenarios if s.name == info.get("scenario")), None)
     if scenario is None:
         raise LlmttError(f"run {run_id}'s scenario {info.get('scenario')!r} is no longer here")
+    _check_as_run(project, run_id, info)
     rubric = project.rubric_path(scenario)
     if rubric is None:
         raise LlmttError(
@@ -55,6 +56,43 @@ def freeze(root: Path, run_id: str, into: Path | None) -> int:
     )
     print(f"froze {run_id} into {folder}: write the score you expect in its case.toml")
     return 0
+
+
+def _check_as_run(project: Any, run_id: str, info: dict[str, Any]) -> None:
+    """LlmttError unless the project would carry the run out as it was (its agent key): the
+    case is frozen with the prompt and guidance of the project now, which must be the run's."""
+    from llmtt.plan.runs import build_plan
+    from llmtt.spec.selection import Selection
+
+    def axis(name: str) -> tuple[str, ...]:
+        return (str(info[name]),) if info.get(name) else ()
+
+    repeat = info.get("repeat")
+    try:
+        selection = Selection(
+            scenarios=axis("scenario"),
+            agents=axis("agent"),
+            models=axis("model"),
+            variants=axis("variant"),
+            repeats=repeat if isinstance(repeat, int) and repeat > 0 else None,
+        )
+        runs = build_plan(project, selection).runs
+    except LlmttError:
+        runs = []
+    now = next((r for r in runs if r.run_id == run_id), None)
+    saved: dict[str, Any] = info["key"] if isinstance(info.get("key"), dict) else {}
+    if now is None:
+        changed = "the project plans it no more"
+    elif now.agent_key == saved:
+        return
+    else:
+        parts = set(now.agent_key) | set(saved)
+        changed = ", ".join(sorted(k for k in parts if now.agent_key.get(k) != saved.get(k)))
+    raise LlmttError(
+        f"run {run_id} was carried out under another task, guidance or agent than the project "
+        f"gives it now (changed: {changed}), and a case is frozen with the project's prompt and "
+        f"guidance: run it again first (doit run), then freeze it"
+    )
 
 
 def calibrate(root: Path, folder: Path | None) -> int:
@@ -87,9 +125,9 @@ def calibrate(root: Path, folder: Path | None) -> int:
         for c in cases
     }
     cache_path = project.root / CACHE
-    cache: dict[str, Any] = read_json(cache_path) if cache_path.exists() else {}
-    if not isinstance(cache, dict):
-        raise LlmttError(f"{cache_path} is damaged: remove it (the next run asks again)")
+    cache = calibration.check_cache(
+        read_json(cache_path) if cache_path.exists() else {}, cache_path
+    )
 
     def asked(case: calibration.Case, prompt: str) -> dict[str, Any]:
         refusal = spending_refusal(model, "the judge")
@@ -102,7 +140,7 @@ def calibrate(root: Path, folder: Path | None) -> int:
         found = calibration.calibrate(cases, model, prompts, cache, asked, settings.samples, budget)
     finally:
         # What was paid for is kept even when a refusal ends the command half way.
-        write_json(cache_path, cache)
+        write_json(cache_path, cache, redact)
     write_json(where / "calibration.json", found, redact)
     _print(found, where)
     return 0 if found["out_of_band"] == 0 and found["not_scored"] == 0 else 1

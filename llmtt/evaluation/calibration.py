@@ -10,6 +10,7 @@ version), so running it again costs nothing until one of those changes.
 
 from __future__ import annotations
 
+import json
 import shutil
 import statistics
 import tomllib
@@ -69,15 +70,22 @@ def freeze(
     for name in ("run.json", "events.jsonl", "gates.json"):
         shutil.copyfile(run_dir / name, folder / name)
     write_json(folder / "guidance.json", [list(g) for g in guidance], redact)
-    quoted = prompt.replace("\\", "\\\\").replace('"""', '\\"""')
     (folder / "case.toml").write_text(
         f"# Frozen from run {run_id}: the judge is shown these files as it was shown the run.\n"
-        f'prompt = """{quoted}"""\nrubric = "{rubric}"\n'
+        f"prompt = {toml_string(prompt)}\nrubric = {toml_string(rubric)}\n"
         "# The score you expect the judge to give (within `tolerance`, default 0.1),\n"
         "# or a band: expected = [0.6, 0.9]\n# expected = 0.8\n",
         encoding="utf-8",
     )
     return folder
+
+
+def toml_string(text: str) -> str:
+    """`text` as a TOML basic string: JSON's string escapes are TOML's, but for DEL, which
+    TOML wants escaped too (a lone surrogate, which neither UTF-8 nor TOML can hold, is
+    written as U+FFFD)."""
+    text = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def load_cases(folder: Path, root: Path) -> list[Case]:
@@ -178,12 +186,23 @@ def case_prompt(case: Case, max_chars: int, max_guidance: int, redact: Redactor)
 
 
 def case_key(case: Case, model: ResolvedModel, prompt: str) -> str:
-    """The cache key of a case's score: its files, the rubric, the judge model, the prompt
-    and its version."""
+    """The cache key of a case's score: its files, the rubric, the judge model (the model the
+    provider is asked for, and where: not only its alias), the prompt and its version."""
     files = [hash_file(case.folder / n) for n in CASE_FILES]
-    return hash_value(
-        [JUDGE_VERSION, SYSTEM, model.name, prompt, files, hash_file(case.rubric_path)]
-    )
+    judge = [model.name, model.litellm, model.api_base]
+    return hash_value([JUDGE_VERSION, SYSTEM, judge, prompt, files, hash_file(case.rubric_path)])
+
+
+def check_cache(cache: Any, path: Path) -> dict[str, list[dict[str, Any]]]:
+    """The calibration cache read from `path`: each key's scored samples (LlmttError saying
+    to remove it when it is not that)."""
+    if not isinstance(cache, dict) or not all(
+        isinstance(samples, list)
+        and all(isinstance(s, dict) and _number(s.get("weighted_score")) for s in samples)
+        for samples in cache.values()
+    ):
+        raise LlmttError(f"{path} is damaged: remove it (the next run asks again)")
+    return cache
 
 
 Ask = Callable[[Case, str], dict[str, Any]]
@@ -206,7 +225,9 @@ def calibrate(
     for case in cases:
         prompt = prompts[case.name]
         key = case_key(case, model, prompt)
-        kept = [s for s in cache.get(key, []) if s.get("error") is None][:samples]
+        # Every scored sample stays cached: lowering `samples`, then raising it, pays nothing.
+        stored = [s for s in cache.get(key, []) if s.get("error") is None]
+        kept = stored[:samples]
         fresh: list[dict[str, Any]] = []
         why = None
         while len(kept) + len(fresh) < samples:
@@ -219,7 +240,7 @@ def calibrate(
             if sample.get("error"):
                 why = sample["error"]
                 break
-        cache[key] = kept + [s for s in fresh if s.get("error") is None]
+        cache[key] = stored + [s for s in fresh if s.get("error") is None]
         rows.append(_row(case, kept, fresh, why))
     return _summary(model, rows, spent)
 

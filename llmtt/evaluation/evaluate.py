@@ -18,7 +18,7 @@ from llmtt.evaluation.evaluators.runner import (
 from llmtt.evaluation.gates import GateContext, run_gates
 from llmtt.evaluation.guidance_use import use_fields
 from llmtt.evaluation.interaction import interaction_metrics, paired_calls, target_commands_by_call
-from llmtt.evaluation.outcome import composite_score, decide, result_record
+from llmtt.evaluation.outcome import composite_score, decide, doomed, result_record
 from llmtt.evaluation.scripts import (
     Checks,
     run_post_scripts,
@@ -263,8 +263,19 @@ def settle(
     outcome's reason (a judge not asked, and why).
     """
     redact = project.redactor()
+    # The agent's fail stands whatever the judge could or could not say: its error is noted.
+    # (Not while an evaluator waits to be fixed: the run has no verdict until then.)
+    evaluated = metrics.get("evaluators")
+    waiting = bool((evaluated or {}).get("refused") or evaluator_failures(evaluated))
+    lost = info["status"] != "error" and not waiting and doomed(gates, info)
+    unjudged = f"the judge did not run: {refused}" if refused is not None else None
+    if judge is not None and judge.get("error") and unjudged is None:
+        unjudged = str(judge["error"])
     if info["status"] == "error":
         outcome, reason = "error", f"run could not be carried out: {info['error']}"
+    elif lost and unjudged is not None:
+        outcome, reason = decide(gates, None, timed_out_after=_timed_out_after(run, info))
+        reason += f"; {unjudged}"
     elif refused is not None:
         outcome, reason = "error", f"the judge did not run: {refused}"
     elif (metrics.get("evaluators") or {}).get("refused"):

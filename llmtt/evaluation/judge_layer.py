@@ -2,18 +2,23 @@
 in the budget before it is asked), and the run's outcome from them.
 
 A judge that cannot answer is the judge's failure, not the agent's: the run's outcome is
-`error` and the layer stays pending, so the next `doit run` asks the judge again, and only
-for the samples it has not scored yet. Every paid attempt stays on record in judge.json.
+`error` (`fail` when a gate failed or the agent timed out: the judge could not change that)
+and the layer stays pending, so the next `doit run` asks the judge again, and only for the
+samples it has not scored yet, until it has failed `[judge] attempts` times at the same
+question. Every paid attempt stays on record in judge.json.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from llmtt.errors import LlmttError
 from llmtt.evaluation.evaluate import Records, settle
 from llmtt.evaluation.evaluators.runner import evaluator_failures
+from llmtt.evaluation.judge import JUDGE_FORMAT
+from llmtt.evaluation.outcome import JUDGE_GAVE_UP, doomed
 from llmtt.plan.keys import JUDGE_VERSION
 from llmtt.plan.runs import Run
 from llmtt.providers import ResolvedModel, spending_refusal
@@ -66,26 +71,86 @@ def _text(path: Path) -> str:
 
 
 def judge_run(
-    project: Project, run: Run, records: Records, purse: JudgePurse | None = None
+    project: Project,
+    run: Run,
+    records: Records,
+    purse: JudgePurse | None = None,
+    *,
+    forgotten: bool = False,
 ) -> dict[str, Any]:
     """Layer 3 of a run, then its outcome.
 
-    Each sample the judge is asked for is held in `purse` first. A judge that may not run (no
-    LLMTT_ENABLED=1 for a paid model, no key, no budget) or could not answer leaves the run's
-    outcome `error` with the reason, the reports still written.
+    Each sample the judge is asked for is held in `purse` first, and judge.json is written
+    after each one. A judge that may not run (no LLMTT_ENABLED=1 for a paid model, no key, no
+    budget) or could not answer leaves the run's outcome `error` with the reason, the reports
+    still written. After `[judge] attempts` failed attempts at the same question the judge is
+    not asked again (it gave up) until the question changes or, `forgotten`, the user made
+    doit forget the layer.
     """
-    from llmtt.evaluation.judge import build_prompt, guidance_section
-    from llmtt.providers import resolve_model
-    from llmtt.util.atomic import read_jsonl
-
     assert run.judge is not None
     info = read_json(run.dir / "run.json")
     metrics = read_json(run.dir / "metrics.json")
     gates = read_json(run.dir / "gates.json")["gates"]
     redact = project.redactor()
+    path = run.dir / "judge.json"
+    before = read_json(path) if path.exists() else {}
+    skipped = _not_asked(run, info, gates)
+    if skipped is not None:
+        fields, note = skipped
+        write_json(path, {"format": JUDGE_FORMAT, **fields, **_carried(before)}, redact)
+        return settle(project, run, records, info, metrics, gates, None, note=note)
+    model, rubric, prompt = _question(project, run, info, gates)
+    # What was paid for this very question before (same prompt, system, model and judge
+    # version): scored samples are kept; failed ones, and every sample of an earlier
+    # question, are money spent, kept on record.
+    key = hash_value([JUDGE_VERSION, model.name, prompt])
+    kept, earlier = _paid_before(before, key)
+    if forgotten:
+        # `doit forget <run>:judge`: the attempts that failed before do not stop it now.
+        for attempt in earlier:
+            attempt["forgiven"] = True
+    # Fewer samples than were paid for: the first ones count, the rest are kept (and their
+    # cost counted) for when the number is raised again.
+    samples, spare = kept[: run.judge.samples], kept[run.judge.samples :]
+
+    def keep(asked: list[dict[str, Any]]) -> None:
+        write_json(path, _record(run, asked, earlier, key, spare), redact)
+
+    refusal, stop = _evaluators_waiting(metrics), None
+    if refusal is None and len(samples) < run.judge.samples:
+        stop = _stop(run, earlier, key, before, doomed(gates, info))
+        if stop is None:
+            # Only a sample to be asked needs the paid switch: settling again on samples
+            # already scored (a threshold or samples edit) asks nothing.
+            refusal = spending_refusal(model, "the judge")
+        if stop is None and refusal is None:
+            refusal = _ask_missing(model, rubric, prompt, run, samples, purse, key, keep)
+    record = _record(run, samples, earlier, key, spare)
+    if stop is not None:
+        record.update(stop)
+    elif record.get("error") and len(_failed(earlier + samples, key)) >= run.judge.attempts:
+        record["error"] = record["reason"] = (
+            f"{record['error']}; the judge is not asked again: {_again(run)}"
+        )
+    if refusal is not None:
+        record["skipped"] = refusal
+        record["error"] = record["reason"] = f"the judge did not run: {refusal}"
+        write_json(path, record, redact)
+        # What was paid for before the refusal stays in the run's row (its judge cost).
+        paid = record if record["samples"] or record["earlier_attempts"] else None
+        return settle(project, run, records, info, metrics, gates, paid, refused=refusal)
+    write_json(path, record, redact)
+    return settle(project, run, records, info, metrics, gates, record)
+
+
+def _not_asked(
+    run: Run, info: dict[str, Any], gates: list[dict[str, Any]]
+) -> tuple[dict[str, Any], str | None] | None:
+    """judge.json's fields and the outcome's note when the judge is not to be asked at all
+    (the run was not carried out, or `[judge] when` leaves it out), else None."""
+    assert run.judge is not None
     if info["status"] == "error":
-        write_json(run.dir / "judge.json", {"format": 1, "skipped": "run could not be carried out"})
-        return settle(project, run, records, info, metrics, gates, None)
+        return {"skipped": "run could not be carried out"}, None
     if run.judge.when == "gates_pass" and not all(g["passed"] for g in gates):
         # The seed's rule: the judge grades runs whose gates passed; this one fails on its
         # gates, and nothing is paid for a verdict that could not change that.
@@ -94,8 +159,20 @@ def judge_run(
             f"the judge was not asked: {failed} gate(s) failed, and [judge] when is "
             '"gates_pass" (set it to "always" to judge every run)'
         )
-        write_json(run.dir / "judge.json", {"format": 1, "skipped": why, "not_asked": True})
-        return settle(project, run, records, info, metrics, gates, None, note=why)
+        return {"skipped": why, "not_asked": True}, why
+    return None
+
+
+def _question(
+    project: Project, run: Run, info: dict[str, Any], gates: list[dict[str, Any]]
+) -> tuple[ResolvedModel, Any, str]:
+    """The judge's model, the run's rubric and the prompt the judge is asked."""
+    from llmtt.evaluation.judge import build_prompt, guidance_section
+    from llmtt.providers import resolve_model
+    from llmtt.util.atomic import read_jsonl
+
+    assert run.judge is not None
+    redact = project.redactor()
     model = resolve_model(run.judge.model, project.config.models)
     rubric = project.rubrics[run.judge.rubric]
     settings = project.config.judge
@@ -111,46 +188,99 @@ def judge_run(
         redact,
         guidance,
     )
-    refusal = spending_refusal(model, "the judge")
-    if (metrics.get("evaluators") or {}).get("refused"):
-        # The run stays pending for its evaluators: the judge would be paid for twice.
-        refusal = "an evaluator did not run: " + "; ".join(metrics["evaluators"]["refused"])
-    elif evaluator_failures(metrics.get("evaluators")):
-        # Likewise until the evaluator is fixed.
-        refusal = "an evaluator failed: " + "; ".join(evaluator_failures(metrics["evaluators"]))
-    # What was paid for this very question before (same prompt, system, model and judge
-    # version): scored samples are kept, failed ones are money spent, kept on record.
-    key = hash_value([JUDGE_VERSION, model.name, prompt])
-    kept, earlier = _paid_before(run.dir / "judge.json", key)
-    # Fewer samples than were paid for: the first ones count, the rest are kept (and their
-    # cost counted) for when the number is raised again.
-    samples, spare = kept[: run.judge.samples], kept[run.judge.samples :]
-    if refusal is None:
-        refusal = _ask_missing(model, rubric, prompt, run, samples, purse)
-    record = _record(run, samples, earlier, key, spare)
-    if refusal is not None:
-        record["skipped"] = refusal
-        record["error"] = record["reason"] = f"the judge did not run: {refusal}"
-        write_json(run.dir / "judge.json", record, redact)
-        # What was paid for before the refusal stays in the run's row (its judge cost).
-        paid = record if record["samples"] or record["earlier_attempts"] else None
-        return settle(project, run, records, info, metrics, gates, paid, refused=refusal)
-    write_json(run.dir / "judge.json", record, redact)
-    return settle(project, run, records, info, metrics, gates, record)
+    return model, rubric, prompt
 
 
-def _paid_before(path: Path, key: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The scored samples a judge.json holds for the question `key`, and its attempts that
-    gave no score (its earlier ones and its failed samples)."""
-    if not path.exists():
-        return [], []
-    before = read_json(path)
-    if before.get("question") != key:
-        return [], []
-    samples = [*(before.get("samples") or []), *(before.get("spare_samples") or [])]
-    scored = [s for s in samples if s.get("error") is None]
-    failed = [s for s in samples if s.get("error") is not None]
-    return scored, [*(before.get("earlier_attempts") or []), *failed]
+def _evaluators_waiting(metrics: dict[str, Any]) -> str | None:
+    """Why the judge is not asked while an evaluator waits: the run stays pending for it, and
+    the judge would be paid for twice."""
+    evaluated = metrics.get("evaluators") or {}
+    if evaluated.get("refused"):
+        return "an evaluator did not run: " + "; ".join(evaluated["refused"])
+    if evaluator_failures(evaluated):
+        return "an evaluator failed: " + "; ".join(evaluator_failures(evaluated))
+    return None
+
+
+def _again(run: Run) -> str:
+    assert run.judge is not None
+    return (
+        f"it failed {run.judge.attempts} attempts at this question ([judge] attempts); it is "
+        "asked again when the rubric, the judge model or its prompt changes, or after "
+        f"`doit forget {run.run_id}:judge`"
+    )
+
+
+def _stop(
+    run: Run,
+    earlier: list[dict[str, Any]],
+    key: str,
+    before: dict[str, Any],
+    doomed: bool,
+) -> dict[str, Any] | None:
+    """Why the judge is not asked although a sample is missing (judge.json's fields for it),
+    or None: it gave up on this question, or it failed before about a run that fails whatever
+    it says (a failed gate, a timeout)."""
+    assert run.judge is not None
+    failed = _failed(earlier, key)
+    if len(failed) >= run.judge.attempts:
+        why = f"{JUDGE_GAVE_UP} after {len(failed)} attempts (the last: {failed[-1]['error']}); "
+        why += _again(run).split("; ", 1)[1]
+        return {"gave_up": why, "error": why, "reason": why}
+    if doomed and before.get("error"):
+        # Its verdict could not change the outcome: the error stands, beside the agent's fail.
+        return {"error": str(before["error"]), "reason": str(before["error"])}
+    return None
+
+
+def _failed(attempts: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """The attempts at question `key` that gave no score and count toward giving up."""
+    return [
+        a
+        for a in attempts
+        if a.get("question") == key and a.get("error") is not None and not a.get("forgiven")
+    ]
+
+
+def _attempts(before: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A judge.json's samples (its scored and failed ones, spare ones too) and its earlier
+    attempts, each marked with the question it was asked (a record written before the
+    samples, format 1, is one attempt)."""
+    question = before.get("question")
+    if "samples" in before:
+        asked = [*(before.get("samples") or []), *(before.get("spare_samples") or [])]
+    elif before.get("attempts"):
+        fields = ("model", "attempts", "input_tokens", "output_tokens", "cost_usd", "error")
+        asked = [{k: before[k] for k in (*fields, "weighted_score") if k in before}]
+    else:
+        asked = []
+    earlier = [dict(a) for a in before.get("earlier_attempts") or [] if isinstance(a, dict)]
+    for attempt in [*asked, *earlier]:
+        attempt.setdefault("question", question)
+    return asked, earlier
+
+
+def _carried(before: dict[str, Any]) -> dict[str, Any]:
+    """judge.json's fields that keep what was paid for when the judge is not asked now."""
+    asked, earlier = _attempts(before)
+    paid = [*earlier, *asked]
+    if not paid:
+        return {}
+    costs = [a.get("cost_usd") for a in paid]
+    return {
+        "earlier_attempts": paid,
+        "cost_usd": None if None in costs else round(sum(c or 0.0 for c in costs), 8),
+    }
+
+
+def _paid_before(
+    before: dict[str, Any], key: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The scored samples a judge.json holds for the question `key`, and every other paid
+    attempt: its earlier ones, its failed samples, the samples of another question."""
+    asked, earlier = _attempts(before)
+    scored = [s for s in asked if s["question"] == key and s.get("error") is None]
+    return scored, [*earlier, *(s for s in asked if not any(s is t for t in scored))]
 
 
 def _ask_missing(
@@ -160,10 +290,13 @@ def _ask_missing(
     run: Run,
     samples: list[dict[str, Any]],
     purse: JudgePurse | None,
+    key: str,
+    keep: Callable[[list[dict[str, Any]]], None],
 ) -> str | None:
     """Ask the judge for the samples not yet scored, each held in the budget first, appending
-    them to `samples`; stops at the first that fails (asking on would pay for answers a broken
-    judge cannot give). Returns why the judge may not be asked, or None."""
+    them to `samples` and keeping each (`keep`, so a kill loses none paid for); stops at the
+    first that fails (asking on would pay for answers a broken judge cannot give). Returns
+    why the judge may not be asked, or None."""
     from llmtt.evaluation.judge import ask, hold_for
 
     assert run.judge is not None
@@ -181,7 +314,9 @@ def _ask_missing(
         finally:
             if purse is not None:
                 purse.settle(name, sample.get("cost_usd") if sample else None, amount)
+        sample["question"] = key
         samples.append(sample)
+        keep(samples)
         if sample.get("error") is not None:
             break
     return None

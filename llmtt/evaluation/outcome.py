@@ -11,6 +11,15 @@ from typing import Any
 from llmtt.plan.runs import Run
 from llmtt.spec.evaluation import CompositeSpec
 
+# The reason of a run whose judge failed `[judge] attempts` times at the same question: an
+# error still, but no longer one that fails each `doit run` (it is not asked again).
+JUDGE_GAVE_UP = "judge error: the judge gave up"
+
+
+def doomed(gates: Sequence[dict[str, Any]], info: dict[str, Any]) -> bool:
+    """Whether the run fails whatever the judge says: a gate failed, or the agent timed out."""
+    return any(g["passed"] is False for g in gates) or bool(info.get("timed_out"))
+
 
 def decide(
     gates: Sequence[dict[str, Any]],

@@ -49,6 +49,7 @@ class JudgePlan:
     key: Key
     when: str = "gates_pass"  # [judge] when: the runs it is asked about
     samples: int = 1  # how many times the judge is asked about the run
+    attempts: int = 3  # [judge] attempts: failed ones at a question before it gives up
 
 
 @dataclass(frozen=True, eq=False)
@@ -356,6 +357,7 @@ def _judge_plan(project: Project, scenario: LoadedScenario) -> JudgePlan | None:
     assert rubric is not None  # a judge without a rubric fails validation
     when = project.config.judge.when
     samples = settings.samples or project.config.judge.samples
+    attempts = project.config.judge.attempts
     guidance = project.config.judge.max_guidance_chars
     key = {
         "rubric": hash_file(rubric),
@@ -367,8 +369,10 @@ def _judge_plan(project: Project, scenario: LoadedScenario) -> JudgePlan | None:
         **({"when": when} if when != "gates_pass" else {}),
         # Likewise the samples: a change asks only the samples not yet paid for.
         **({"samples": str(samples)} if samples != 1 else {}),
+        # Raising it asks a judge that gave up again; absent at the default, likewise.
+        **({"attempts": str(attempts)} if attempts != 3 else {}),
     }
-    return JudgePlan(model, rubric, settings.pass_threshold, key, when, samples)
+    return JudgePlan(model, rubric, settings.pass_threshold, key, when, samples, attempts)
 
 
 def _scripted_judge(project: Project, scenario: LoadedScenario) -> None:

@@ -426,6 +426,16 @@ class JudgeSpec(Strict):
         "the budget; the run's score is their mean, their spread is kept. Raising it asks only "
         "the new samples, lowering it keeps the first ones.",
     )
+    attempts: int = Field(
+        3,
+        ge=1,
+        description="A judge that could not answer (a malformed answer twice, a provider "
+        "error) leaves the run's outcome `error` and is asked again by the next `doit run`, "
+        "until it has failed this many attempts at the same question: then it gives up (the "
+        "run stays an error saying so, and `doit run` no longer fails for it). It is asked "
+        "again when the rubric, the judge model or its prompt changes, when this is raised, "
+        "or after `doit forget <run>:judge`.",
+    )
 
 
 class TriageSpec(Strict):

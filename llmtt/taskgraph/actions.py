@@ -19,7 +19,7 @@ from doit.exceptions import TaskFailed
 from llmtt.errors import LlmttError, no_space
 from llmtt.execution.budget import BudgetExhausted, expected_cost, spent_by
 from llmtt.plan.cache import RunSpec, TaskPlan
-from llmtt.taskgraph.depfile import record_values
+from llmtt.taskgraph.depfile import record_values, saved_values
 from llmtt.taskgraph.warm import warm_evaluation
 from llmtt.util.atomic import read_json, read_jsonl
 from llmtt.util.text import printable
@@ -255,11 +255,17 @@ def judge_action(session: Session, spec: RunSpec) -> dict[str, Any]:
     ledger = session.ledger
     purse = _JudgePurse(ledger, key) if ledger is not None and _paid_model(judge.model) else None
     store = ResultsStore(project.results_dir, project.redactor())
-    record = judge_run(project, run, store, purse)
-    # Whether the judge was asked (a verdict stands when [judge] when changes: JudgeCheck).
-    asked = not read_json(run.dir / "judge.json").get("not_asked")
-    values: dict[str, Any] = {"status": "ok", "asked": asked}
-    if record["outcome"] == "error":
+    # Nothing saved for the layer: never run, or `doit forget` (failed attempts asked again).
+    forgotten = saved_values(session.dep_file, key) is None
+    record = judge_run(project, run, store, purse, forgotten=forgotten)
+    judged = read_json(run.dir / "judge.json")
+    # Whether the judge was asked (a verdict stands when [judge] when changes: JudgeCheck);
+    # `rules`: settled under the rule that a judge error is not the agent's fail (JudgeCheck).
+    values: dict[str, Any] = {"status": "ok", "asked": not judged.get("not_asked"), "rules": 2}
+    if judged.get("gave_up"):
+        # Not asked again about this question: the layer is done, the run stays an error.
+        print(console(f"llmtt: {run.run_id}: {record['outcome_reason']}"))
+    elif record["outcome"] == "error":
         # Not judged (no budget, no key, a judge that could not answer...): the layer stays
         # pending, the reports list the run, and the run's last layer fails the invocation.
         values = {"status": "error", "error": record["outcome_reason"]}
@@ -335,8 +341,10 @@ def report_action(session: Session, spec: RunSpec) -> TaskFailed | None:
     from llmtt.report.render import render_evaluation
 
     project, run = session.run(spec)
+    from llmtt.evaluation.outcome import JUDGE_GAVE_UP
+
     outcome, reason = render_evaluation(project, run)
-    if outcome == "error":
+    if outcome == "error" and not reason.startswith(JUDGE_GAVE_UP):
         # The run's last layer fails, so `doit run <run>` exits non-zero too; the aggregate,
         # which needs only the evaluation, still reports it.
         return TaskFailed(f"{run.run_id}: {reason}")
@@ -346,6 +354,7 @@ def report_action(session: Session, spec: RunSpec) -> TaskFailed | None:
 @_guarded
 def aggregate_action(session: Session) -> TaskFailed | None:
     """The reports over every selected run."""
+    from llmtt.evaluation.outcome import JUDGE_GAVE_UP
     from llmtt.report.aggregate import aggregate
 
     plan = session.plan()[0]
@@ -359,6 +368,14 @@ def aggregate_action(session: Session) -> TaskFailed | None:
         f"{summary['errors']} could not be carried out; see {results}"
     )
     errored = [r for r in data["runs"] if r["outcome"] in ("error", "missing")]
+    # A judge that gave up is asked no more: said, but it fails no invocation after its own.
+    given_up = [r["run_id"] for r in errored if r["outcome_reason"].startswith(JUDGE_GAVE_UP)]
+    errored = [r for r in errored if r["run_id"] not in given_up]
+    if given_up:
+        print(
+            f"llmtt: the judge gave up on {len(given_up)} run(s) (asked again when the "
+            f"question changes, or after doit forget <run>:judge): {', '.join(given_up)}"
+        )
     unjudged = [r["run_id"] for r in errored if r["outcome_reason"].startswith("judge error")]
     if unjudged:
         # The judge's failure, not the agents': said apart, in one line.

@@ -210,6 +210,23 @@ def record_values(
 _CONNECTIONS: dict[tuple[int, int], tuple[Any, str, tuple[int, int]]] = {}
 
 
+def saved_values(dep_file: str, task_id: str) -> dict[str, Any] | None:
+    """The values saved for a task (None: it never ran, or `doit forget` forgot it)."""
+    import json
+    import sqlite3
+
+    try:
+        row = (
+            _connection(dep_file)
+            .execute("SELECT CAST(task_data AS TEXT) FROM doit WHERE task_id = ?", (task_id,))
+            .fetchone()
+        )
+    except sqlite3.Error:
+        return None  # no file or table yet: nothing saved
+    values = json.loads(row[0]).get("_values_:") if row and row[0] else None
+    return values if isinstance(values, dict) else None
+
+
 def _connection(dep_file: str) -> Any:
     import os
     import sqlite3

@@ -95,7 +95,7 @@ def _run_tasks(session: Session, run: RunSpec, warm: Pending) -> Iterator[Task]:
             [(actions.judge_action, [session, run])],
             file_dep=[d + "metrics.json", d + "gates.json"],
             targets=[d + "judge.json", d + "result.json"],
-            uptodate=[JudgeCheck("judge", run.keys["judge"], warm)],
+            uptodate=[JudgeCheck("judge", run.keys["judge"], warm, d + "judge.json")],
             clean=True,
             doc=f"LLM judge ({run.judge_model}) of {run.label}",
             verbosity=2,

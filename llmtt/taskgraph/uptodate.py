@@ -63,16 +63,45 @@ class KeyCheck:
 class JudgeCheck(KeyCheck):
     """The judge layer's KeyCheck: a verdict the judge gave stands whatever [judge] when says
     now, so changing it asks only about the runs the judge was not asked about (and pays for
-    nothing twice)."""
+    nothing twice). A run settled before a judge error was the judge's (`judge.json`, format 1,
+    with an error: then the agent's fail) is pending once, to be settled again."""
+
+    def __init__(
+        self,
+        layer: str,
+        key: Key,
+        on_pending: Callable[[Any], None] | None = None,
+        judged: str | None = None,
+    ) -> None:
+        super().__init__(layer, key, on_pending)
+        self.judged = judged  # the run's judge.json
 
     def __call__(self, task: Any, values: dict[str, Any]) -> bool:
         saved = values.get("llmtt_key")
+        if values.get("status") == "ok" and "rules" not in values and self._old_error():
+            task.value_savers.append(lambda: {"llmtt_key": self.key})
+            self.reason = "a judge error settled as the agent's fail before llmtt 2026-11-26"
+            self._found_pending(task)
+            return False
         if values.get("asked") and isinstance(saved, dict):
             mine = {k: v for k, v in saved.items() if k != "when"}
             if "when" in self.key:
                 mine["when"] = self.key["when"]
             values = {**values, "llmtt_key": mine}
         return super().__call__(task, values)
+
+    def _old_error(self) -> bool:
+        """Whether the run's judge.json is an error of the first format."""
+        import json
+
+        if self.judged is None:
+            return False
+        try:
+            with open(self.judged, encoding="utf-8") as handle:
+                record = json.load(handle)
+        except (OSError, ValueError):
+            return False
+        return isinstance(record, dict) and record.get("format") == 1 and bool(record.get("error"))
 
 
 _FILE_REASONS = {

@@ -35,6 +35,10 @@ def test_a_lenient_judge_is_out_of_band_and_scores_are_cached_until_the_rubric_c
     url, handler = provider
     handler.queue = [(200, chat_answer(good(1.0, 1.0, 1.0)))]
     judged_project(project, url)
+    scenario = project.root / "scenarios/s.yaml"
+    # A prompt no hand-quoted TOML string holds: four quotes, an ESC, a bare CR.
+    weird = r'"Commit a file. \"\"\"\" \e[1m\rdone"'
+    scenario.write_text(scenario.read_text().replace("Commit a file.", weird))
     assert project.doit("run", "repeats=2", env=ENABLED).code == 0
     asked = len(handler.hits)
     for run in ("s/oracle/r1", "s/oracle/r2"):
@@ -64,7 +68,7 @@ def test_a_lenient_judge_is_out_of_band_and_scores_are_cached_until_the_rubric_c
     assert "cost $0.000030" in out
     assert len(handler.hits) == asked + 2
     prompt = handler.bodies[-1]["messages"][1]["content"]
-    assert "Commit a file." in prompt and "$ git commit -q -m a" in prompt
+    assert 'Commit a file. """" \x1b[1m\rdone' in prompt and "$ git commit -q -m a" in prompt
     found = json.loads((project.root / "calibration/calibration.json").read_text())
     assert found["leniency"] == pytest.approx(0.675) and found["out_of_band"] == 2
     assert found["mean_absolute_error"] == pytest.approx(0.675)
@@ -87,6 +91,14 @@ def test_a_lenient_judge_is_out_of_band_and_scores_are_cached_until_the_rubric_c
     code, out = llmtt(project, "judge", "calibrate", env=ENABLED)
     assert code == 0 and len(handler.hits) == asked + 4, out
     assert "Few commands." in handler.bodies[-1]["messages"][1]["content"]
+
+    # The run's task is not the project's any more: freezing it would copy what it never saw.
+    scenario.write_text(scenario.read_text().replace("Commit a file.", "Commit one file."))
+    code, out = llmtt(project, "judge", "freeze", "s/oracle/r1", "--into", "again")
+    assert code != 0 and "Traceback" not in out, out
+    assert "run s/oracle/r1 was carried out under another task" in out
+    assert "run it again first (doit run), then freeze it" in out
+    assert not (project.root / "again").exists()
 
 
 def test_a_case_without_a_valid_expectation_is_named_by_file_line_and_field(
@@ -115,3 +127,40 @@ def test_a_case_without_a_valid_expectation_is_named_by_file_line_and_field(
         ("a", (0.75, 0.85), 0.8),
         ("b", (0.7, 0.9), 0.8),
     ]
+
+
+def test_the_cache_keeps_every_sample_keys_the_provider_and_refuses_a_damaged_one(
+    tmp_path: Path,
+) -> None:
+    """samples 2, then 1, then 2 again asks twice in all; another endpoint under the same
+    alias is another question; a cache that is not lists of scored samples is said damaged."""
+    from llmtt.errors import LlmttError
+    from llmtt.evaluation.calibration import calibrate, case_key, check_cache, load_cases
+    from llmtt.providers import ResolvedModel
+
+    (tmp_path / "r.yaml").write_text("criteria:\n  - {id: ok, weight: 1, description: done}\n")
+    case = tmp_path / "calibration/a"
+    case.mkdir(parents=True)
+    for file in ("events.jsonl", "run.json", "gates.json"):
+        (case / file).write_text("{}\n")
+    (case / "case.toml").write_text('prompt = "Do it."\nrubric = "r.yaml"\nexpected = 0.5\n')
+    cases = load_cases(tmp_path / "calibration", tmp_path)
+    model = ResolvedModel("j", "openai/j", "http://a", None, None, free=True)
+    asked: list[str] = []
+
+    def ask(_case: object, prompt: str) -> dict[str, object]:
+        asked.append(prompt)
+        return {"weighted_score": 0.5, "attempts": 1, "cost_usd": 0.0}
+
+    cache: dict[str, object] = {}
+    for samples in (2, 1, 2):
+        found = calibrate(cases, model, {"a": "P"}, cache, ask, samples, None)
+        assert found["cases"][0]["score"] == 0.5
+    assert len(asked) == 2
+    elsewhere = ResolvedModel("j", "openai/j", "http://b", None, None, free=True)
+    assert case_key(cases[0], model, "P") != case_key(cases[0], elsewhere, "P")
+    path = tmp_path / "cache.json"
+    assert check_cache(cache, path) is cache
+    for damaged in ([], {"k": {}}, {"k": [1]}, {"k": [{"weighted_score": "high"}]}):
+        with pytest.raises(LlmttError, match="cache.json is damaged: remove it"):
+            check_cache(damaged, path)

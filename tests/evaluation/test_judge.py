@@ -4,6 +4,7 @@ well-formed, repaired and twice-malformed answers; re-judging alone; the money s
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 from conftest import GIT_TOML, FakeProvider, Project, chat_answer
@@ -406,3 +407,98 @@ def test_the_guidance_shown_to_the_judge_is_redacted_and_cut_saying_so() -> None
     assert shown.startswith("### AGENTS.md\nUse the token ")
     assert "s3cret-value-123456" not in shown and "### NOTES.md\nxxx" in shown
     assert shown.endswith("characters cut by llmtt ...]") and len(shown) < 260
+
+
+def test_a_judge_that_keeps_failing_gives_up_and_never_hides_the_agents_fail(
+    project: Project, provider: tuple[str, type[FakeProvider]]
+) -> None:
+    """[judge] attempts = 2, when = "always", a judge that answers garbage: s (gate passed) is
+    an error, asked again once, then the judge gives up (nothing asked, `doit run` exits 0 and
+    the layer is done); f (gate failed) fails on its gate with the judge error beside it and
+    is never asked again. `doit forget` asks again, every failed attempt's money kept; raising
+    `attempts` settles again without the paid switch (no sample is missing); a run settled as
+    the agent's fail before (judge.json format 1 with an error) is settled again once."""
+    url, handler = provider
+    handler.queue = [(200, chat_answer("no idea"))]
+    judged_project(project, url)
+    failing = (project.root / "scenarios/s.yaml").read_text().replace(".git/HEAD", "missing")
+    project.write("scenarios/f.yaml", failing)
+    toml = project.root / "llmtt.toml"
+    said = toml.read_text() + 'when = "always"\nattempts = 2\n'
+    toml.write_text(said)
+    first = project.doit("run", env=ENABLED)
+    assert first.code != 0 and len(handler.hits) == 4, first.out + first.err
+    metrics = project.json("f/oracle/r1/metrics.json")
+    assert metrics["outcome"] == "fail", metrics["outcome_reason"]
+    assert metrics["outcome_reason"].startswith(
+        "gate 1 (file_exists): missing does not exist; judge error: malformed answer twice"
+    )
+    second = project.doit("run", env=ENABLED)  # s alone: f's fail stands
+    assert second.code != 0 and len(handler.hits) == 6
+    assert "f/oracle/r1:judge" not in second.executed()
+    reason = project.json("s/oracle/r1/metrics.json")["outcome_reason"]
+    assert "; the judge is not asked again: it failed 2 attempts at this question" in reason
+    third = project.doit("run", env=ENABLED)  # gives up: asks nothing, fails nothing
+    assert third.code == 0 and len(handler.hits) == 6, third.out + third.err
+    metrics = project.json("s/oracle/r1/metrics.json")
+    assert metrics["outcome"] == "error"
+    assert metrics["outcome_reason"].startswith(
+        "judge error: the judge gave up after 2 attempts (the last: judge error: malformed"
+    )
+    assert "or after `doit forget s/oracle/r1:judge`" in metrics["outcome_reason"]
+    assert "llmtt: the judge gave up on 1 run(s)" in third.out
+    assert project.json("report.json")["summary"]["errors"] == 1
+    assert project.doit("run", env=ENABLED).executed() == []
+    assert project.doit("forget", "s/oracle/r1:judge").code == 0
+    handler.queue = [(200, chat_answer(good()))]
+    again = project.doit("run", env=ENABLED)
+    assert again.code == 0 and len(handler.hits) == 7, again.out + again.err
+    judge = project.json("s/oracle/r1/judge.json")
+    assert judge["passed"] is True and len(judge["earlier_attempts"]) == 2
+    assert judge["attempts"] == 5 and judge["cost_usd"] == pytest.approx(5 * 15 / 1e6)
+    toml.write_text(said.replace("attempts = 2", "attempts = 4"))
+    free = project.doit("run")  # no LLMTT_ENABLED: nothing to ask, settled all the same
+    assert free.code == 0 and len(handler.hits) == 7, free.out + free.err
+    assert "s/oracle/r1:judge" in free.executed()
+    # As llmtt wrote it before a judge error was the judge's: the agent's fail, the layer done.
+    old = {"format": 1, "model": "judge-m", "attempts": 2, "cost_usd": 3e-5, "error": "judge x"}
+    (project.results() / "s/oracle/r1/judge.json").write_text(json.dumps(old))
+    depfile = sqlite3.connect(project.results() / ".doit.sqlite3")
+    with depfile:
+        (data,) = depfile.execute(
+            "SELECT CAST(task_data AS TEXT) FROM doit WHERE task_id = 's/oracle/r1:judge'"
+        ).fetchone()
+        data = json.loads(data)
+        del data["_values_:"]["rules"]
+        depfile.execute(
+            "UPDATE doit SET task_data = ? WHERE task_id = 's/oracle/r1:judge'",
+            (json.dumps(data),),
+        )
+    depfile.close()
+    settled = project.doit("run", env=ENABLED)
+    assert settled.code == 0 and len(handler.hits) == 8, settled.out + settled.err
+    judge = project.json("s/oracle/r1/judge.json")
+    assert judge["passed"] is True and judge["cost_usd"] == pytest.approx(3e-5 + 15 / 1e6)
+    assert project.doit("run", env=ENABLED).executed() == []
+
+
+def test_every_paid_attempt_is_carried_to_the_next_question_and_branch() -> None:
+    """A changed question keeps the old samples as earlier attempts (marked with their
+    question, so they count toward no give-up of the new one); a record written before the
+    samples (format 1) is one attempt; a judge not asked now keeps them all, cost counted."""
+    from llmtt.evaluation.judge_layer import _carried, _paid_before
+
+    scored = {"weighted_score": 0.8, "error": None, "cost_usd": 1.0, "question": "q1"}
+    failed = {"weighted_score": None, "error": "judge error: x", "cost_usd": 2.0}
+    before = {"question": "q1", "samples": [scored], "earlier_attempts": [failed]}
+    kept, earlier = _paid_before(before, "q1")
+    assert kept == [scored] and earlier == [failed | {"question": "q1"}]
+    kept, earlier = _paid_before(before, "q2")
+    assert kept == [] and [a["question"] for a in earlier] == ["q1", "q1"]
+    assert _carried(before)["cost_usd"] == 3.0 and len(_carried(before)["earlier_attempts"]) == 2
+    legacy = {"format": 1, "attempts": 2, "cost_usd": 0.5, "error": "judge error: y"}
+    kept, earlier = _paid_before(legacy, "q2")
+    assert kept == [] and earlier == [
+        {"attempts": 2, "cost_usd": 0.5, "error": "judge error: y", "question": None}
+    ]
+    assert _carried({"format": 2, "skipped": "run could not be carried out"}) == {}

@@ -68,7 +68,7 @@ def build_prompt(
         )
         or "(no gates)"
     )
-    log = _cut(redact("\n".join(_event_line(e) for e in events)), max_chars)
+    log = _cut(redact("\n".join(event_line(e) for e in events)), max_chars)
     given = f"## Guidance the agent was given\n{guidance}\n\n" if guidance else ""
     return (
         f"## Task given to the agent\n{task.strip()}\n\n{given}## Rubric criteria\n{criteria}\n\n"
@@ -90,14 +90,16 @@ def _cut(text: str, max_chars: int) -> str:
     return text[:max_chars] + f"\n[... {len(text) - max_chars} characters cut by llmtt ...]"
 
 
-def _event_line(event: dict[str, Any]) -> str:
+def event_line(event: dict[str, Any], output_chars: int = 2000) -> str:
+    """One event as a line of the log a model is shown (the judge, the paid triage): a tool
+    result's output cut past `output_chars`; "" for an event that shows nothing."""
     kind = event.get("event")
     if kind == "tool_call":
         return f"$ {event.get('command')}"
     if kind == "tool_result":
         output = str(event.get("output", ""))
-        if len(output) > 2000:
-            output = output[:2000] + " [...]"
+        if len(output) > output_chars:
+            output = output[:output_chars] + " [...]"
         return f"[exit {event.get('exit_code')}] {output}".rstrip()
     if kind == "message":
         return f"agent: {event.get('text')}"

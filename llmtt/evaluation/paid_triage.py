@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from llmtt.errors import LlmttError
+from llmtt.evaluation.judge import event_line
 from llmtt.plan.keys import TRIAGE_FILE
 from llmtt.plan.runs import Run
 from llmtt.providers import ResolvedModel
@@ -121,7 +122,8 @@ def build_prompt(
     task: str, rule: dict[str, Any], events: list[dict[str, Any]], max_chars: int, redact: Redactor
 ) -> str:
     """The question: the task, what the rules found, and the events cut to `max_chars`."""
-    log = redact("\n".join(line for line in map(_event_line, events) if line))
+    lines = (event_line(e, OUTPUT_CHARS) for e in events)
+    log = redact("\n".join(line for line in lines if line))
     if len(log) > max_chars:
         log = log[:max_chars] + f"\n[... {len(log) - max_chars} characters cut by llmtt ...]"
     return (
@@ -173,19 +175,3 @@ def cost_hold(model: ResolvedModel, prompt: str) -> float:
     """What one triage call holds of the budget: its prompt (three characters a token is
     generous) and the longest answer it may give."""
     return model.cost(len(prompt) // 3 + len(SYSTEM) // 3 + 100, MAX_ANSWER_TOKENS) or 0.0
-
-
-def _event_line(event: dict[str, Any]) -> str:
-    kind = event.get("event")
-    if kind == "tool_call":
-        return f"$ {event.get('command')}"
-    if kind == "tool_result":
-        output = str(event.get("output", ""))
-        if len(output) > OUTPUT_CHARS:
-            output = output[:OUTPUT_CHARS] + " [...]"
-        return f"[exit {event.get('exit_code')}] {output}".rstrip()
-    if kind == "message":
-        return f"agent: {event.get('text')}"
-    if kind == "complete":
-        return f"(agent ended: exit {event.get('exit_code')}, timed out {event.get('timed_out')})"
-    return ""

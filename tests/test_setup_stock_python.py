@@ -11,6 +11,7 @@ registries, with empty caches: this is a system test of a few minutes."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -40,8 +41,11 @@ def checkout_copy(folder: Path) -> Path:
     )
     for name in listed.stdout.decode().split("\0"):
         source = ROOT / name
-        if name and source.is_file():
-            target = folder / name
+        target = folder / name
+        if name and source.is_symlink():  # as git keeps a link (skills/llmtt): a link
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.readlink(source), target)
+        elif name and source.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
     return folder

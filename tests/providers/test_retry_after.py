@@ -48,7 +48,9 @@ def test_a_429_is_retried_after_the_providers_retry_after(after: str, waited: fl
             model,
             max_retries=2,
             backoff_secs=0.25,
-            timeout_secs=10,
+            # a request's own limit, far above what it takes: a request that timed out on a
+            # busy machine would be retried with the own backoff, which is not what is tested
+            timeout_secs=120,
             sleep=sleeps.append,
             messages=[{"role": "user", "content": "go"}],
         )

@@ -27,28 +27,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from installed import compile_llmtt  # noqa: E402
-from parallel import python_processes, tree  # noqa: E402
+from parallel import SCENARIO, TOML, python_processes, tree  # noqa: E402
 
 DOIT = str(Path(sys.executable).parent / "doit")
-
-TOML = """\
-[target]
-binary = "sleep"
-
-[matrix]
-agents = ["oracle"]
-repeats = {repeats}
-"""
-
-SCENARIO = """\
-task:
-  prompt: Wait.
-solution:
-  - sleep {secs}
-evaluation:
-  gates:
-    - {{type: command_succeeds, command: "true"}}
-"""
 
 
 def memory_mb(pid: int) -> tuple[float, float]:

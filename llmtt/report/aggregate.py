@@ -53,8 +53,9 @@ REPORT_FORMAT = 1
 # What report.html reads of a transcript's end, to show its last 4,000 characters once
 # terminal sequences are gone.
 TRANSCRIPT_TAIL_BYTES = 65536
-# The end of a run's session recording that its panel plays (session.cast keeps it all): the
-# panels are read only when a run is opened (`panels`), yet 10,000 of them are 80 MB on disk.
+# The end of a run's session recording that its panel plays (session.cast keeps it all): a
+# panel is read only when its run is opened (report-runs/, `llmtt.report.panels`), yet 10,000
+# of them are up to 80 MB on disk.
 CAST_TAIL_BYTES = 8192
 # Runs report.html lists in itself, and on each page of its list: the others are listed by its
 # script, a page at a time, from compact data.
@@ -93,10 +94,10 @@ def report_data(
 
 
 def aggregate(plan: Plan, adaptive: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write report.json, report.md, report.html and junit.xml over every run of the plan;
-    return their data (redacted, like every file it goes into). `adaptive`: under
-    repeats=auto, its design (the `looks` the comparison's intervals pay for) and where each
-    scenario stands."""
+    """Write report.json, report.md, report.html (its runs' panels in report-runs/) and
+    junit.xml over every run of the plan; return their data (redacted, like every file it goes
+    into). `adaptive`: under repeats=auto, its design (the `looks` the comparison's intervals
+    pay for) and where each scenario stands."""
     from llmtt.report.cache import report_runs
 
     project = plan.project
@@ -260,7 +261,7 @@ def _html(
 
     env = _html_environment(project)
     charts = {"pass_rate": pass_rate_bars(data["groups"]), "cost": cost_vs_pass(data["groups"])}
-    lines = [run_line(r) for r in data["runs"]]
+    lines = [_run_line(r) for r in data["runs"]]
     try:
         return str(
             env.get_template("report.html.j2").render(
@@ -306,7 +307,7 @@ def _template_id(project: Project, name: str) -> str:
     return hash_file(own if own.is_file() else PACKAGE_TEMPLATES / name)
 
 
-def run_line(row: Mapping[str, Any]) -> tuple[str, str, str, str]:
+def _run_line(row: Mapping[str, Any]) -> tuple[str, str, str, str]:
     """A run's line in report.html's list of runs: its id, its verdict (as the panel's summary
     words it), the class that colours the verdict, its outcome's reason."""
     outcome = row["outcome"]
@@ -344,7 +345,7 @@ class _Joined:
 
 class _Panels(Mapping[str, Any]):
     """Each run's panel by run id, read from its JSON when a template asks for it: the default
-    report.html shows the panels already rendered, so 10,000 of them are not decoded for
+    report.html has the panels rendered already (in report-runs/), so 10,000 are not decoded for
     nothing (a template of the project's own may still read `details`)."""
 
     def __init__(self, panels: dict[str, str]) -> None:

@@ -130,7 +130,7 @@ def oversubscribed(root: Path, agents: Iterable[str], processes: int) -> str | N
     if not over:
         return None
     said = ", ".join(
-        f"{f.agent}{' ' + f.version if f.version else ''} {f.concurrency} ({f.at[:10]})"
+        f"{f.agent}{' ' + f.version if f.version else ''}: {f.concurrency} ({f.at[:10]})"
         for f in over
     )
     return (
@@ -348,12 +348,13 @@ class PacedDispatch:
 
     pace: Pace | None = None
     root: Path | None = None
-    held: deque[Any]
+    held: dict[str, deque[tuple[int, Any]]]  # by agent: (order held in, doit's node)
     exhausted = False  # doit's dispatcher has no task left to hand out (held ones aside)
 
     def _run_tasks_init(self, task_dispatcher: Any) -> None:
         super()._run_tasks_init(task_dispatcher)  # type: ignore[misc]
-        self.held = deque()
+        self.held = {}
+        self.order = 0
         session = _session(self.tasks.values())  # type: ignore[attr-defined]
         if session is not None and session.variables.get("jobs") == "auto":
             self.root = Path(session.root)
@@ -367,13 +368,13 @@ class PacedDispatch:
             return None
         send = completed
         while True:
-            if send is None and self.held and self._admitted(self.held[0]):
-                return self._job(self.held.popleft())
+            if send is None and (admitted := self._admitted()) is not None:
+                return self._job(admitted)
             node = self._dispatched(send)
             send = None
             if node is None or node == "hold on":  # nothing doit can hand out now
-                if self.held and self._admitted(self.held[0]):
-                    return self._job(self.held.popleft())
+                if (admitted := self._admitted()) is not None:
+                    return self._job(admitted)
                 if node is None and not self.held:
                     return None  # nothing left at all: the worker may end
                 self.free_proc += 1  # type: ignore[attr-defined]
@@ -381,9 +382,11 @@ class PacedDispatch:
             if not self.select_task(node, self.tasks):  # type: ignore[attr-defined]
                 send = node  # up to date (or failed its dependencies): done with at once
                 continue
-            if _agent_of(node.task) is None:
+            spec = _agent_of(node.task)
+            if spec is None:
                 return self._job(node)
-            self.held.append(node)  # in turn, behind the agent layers held before it
+            self.order += 1  # in turn, behind the agent layers held before it
+            self.held.setdefault(spec.agent, deque()).append((self.order, node))
 
     def _dispatched(self, completed: Any) -> Any:
         """doit's dispatcher's next node, "hold on", or None when it has none left."""
@@ -395,14 +398,18 @@ class PacedDispatch:
             self.exhausted = True
             return None
 
-    def _admitted(self, node: Any) -> bool:
+    def _admitted(self) -> Any:
+        """The held agent layer to let out now, the longest held first among the agents
+        `Pace` admits a run of (None: none). An agent at its limit holds back no other's."""
         assert self.pace is not None
-        spec = _agent_of(node.task)
-        assert spec is not None
-        if not self.pace.admits(spec.agent):
-            return False
-        self.pace.start(node.task.name, spec.agent, time.monotonic())
-        return True
+        for agent, queue in sorted(self.held.items(), key=lambda item: item[1][0][0]):
+            if self.pace.admits(agent):
+                _, node = queue.popleft()
+                if not queue:
+                    del self.held[agent]
+                self.pace.start(node.task.name, agent, time.monotonic())
+                return node
+        return None
 
     def _job(self, node: Any) -> Any:
         """doit's job for a task (as `MRunner.get_next_job` makes it)."""

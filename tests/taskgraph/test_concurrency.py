@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import GIT_TOML, Project
 
+from llmtt.errors import LlmttError
 from llmtt.taskgraph.concurrency import (
     Found,
     Pace,
@@ -20,6 +21,9 @@ from llmtt.taskgraph.concurrency import (
     remember,
     remembered,
 )
+from llmtt.taskgraph.session import Session
+
+RAY = {"jobs": "auto", "executor": "ray"}
 
 
 def agent_time(base: float, knee: float, under_way: int, rng: random.Random) -> float:
@@ -110,7 +114,7 @@ def test_what_was_found_is_remembered_and_warns_a_larger_n(tmp_path: Path):
     assert follow.agent("codex").limit == found.concurrency and follow.agent("codex").settled
     above = found.concurrency + 1
     warning = oversubscribed(tmp_path, ["codex", "oracle"], above)
-    assert warning is not None and f"codex 1.0 {found.concurrency} (" in warning
+    assert warning is not None and f"codex 1.0: {found.concurrency} (" in warning
     assert oversubscribed(tmp_path, ["codex"], found.concurrency) is None
     assert oversubscribed(tmp_path, ["oracle"], 16) is None
 
@@ -155,9 +159,9 @@ def test_doit_run_jobs_auto_paces_the_agents_and_a_larger_n_is_warned(project: P
               path: .git/HEAD
         """,
     )
-    assert "unknown" not in project.doit("list", "jobs=auto").err
-    wrong = project.doit("run", "jobs=3")
-    assert wrong.code == 2 and "jobs=3: jobs= takes auto" in wrong.err, wrong.err
+    for wrong, said in [({"jobs": "3"}, "jobs=3: jobs= takes auto"), (RAY, "leave out jobs")]:
+        with pytest.raises(LlmttError, match=said):
+            Session.load(project.root, wrong)
     ran = project.doit("run", "jobs=auto", "-n", "3", "repeats=6")
     assert ran.code == 0, ran.out + ran.err
     spans = sorted(_agent_span(p) for p in project.results().glob("slow/*/r*/events.jsonl"))
@@ -171,7 +175,7 @@ def test_doit_run_jobs_auto_paces_the_agents_and_a_larger_n_is_warned(project: P
     again = project.doit("run", "-n", "3", "repeats=6")  # nothing to do, but -n 3 > 2
     assert again.code == 0, again.out + again.err
     assert again.err.count("warning: -n 3 is above what jobs=auto found") == 1, again.err
-    assert re.search(r"oracle( \S+)? 2 \(20\d\d-\d\d-\d\d\)", again.err), again.err
+    assert re.search(r"oracle( \S+)?: 2 \(20\d\d-\d\d-\d\d\)", again.err), again.err
 
 
 def _agent_span(events: Path) -> tuple[float, float]:

@@ -32,6 +32,7 @@ import datetime as dt
 import multiprocessing
 import os
 import statistics
+import sys
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -358,7 +359,11 @@ class PacedDispatch:
         session = _session(self.tasks.values())  # type: ignore[attr-defined]
         if session is not None and session.variables.get("jobs") == "auto":
             self.root = Path(session.root)
-            self.pace = Pace(self.num_process, remembered(self.root))  # type: ignore[attr-defined]
+            try:
+                found = remembered(self.root)
+            except LlmttError:  # damaged since doit loaded (which said so): found again
+                found = {}
+            self.pace = Pace(self.num_process, found)  # type: ignore[attr-defined]
 
     def get_next_job(self, completed: Any) -> Any:
         """The next job for a worker: doit's, with agent layers held as `Pace` says."""
@@ -426,10 +431,12 @@ class PacedDispatch:
         assert spec is not None and self.root is not None
         secs, version = _agent_time(Path(spec.dir), result)
         moved = self.pace.back(task.name, time.monotonic(), secs, version)
-        if moved is not None:
-            found = moved.found(cores())
-            if found is not None:
+        found = moved.found(cores()) if moved is not None else None
+        if found is not None:
+            try:
                 remember(self.root, found)
+            except OSError as exc:  # the runs go on; only the next jobs=auto starts from one
+                sys.stderr.write(f"llmtt: warning: jobs=auto could not remember its pace: {exc}\n")
 
 
 def _agent_of(task: Any) -> RunSpec | None:

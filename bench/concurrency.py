@@ -184,7 +184,9 @@ def main() -> None:
         solo = next((r for r in rows if r["how"] == "-n 1"), None)
         auto, best = rows[0], max(rows[1:], key=lambda r: r["runs_per_min"], default=None)
         if best is not None:
-            slower = f"{auto['median_agent_secs'] / solo['median_agent_secs']:.2f}x" if solo else "?"
+            slower = (
+                f"{auto['median_agent_secs'] / solo['median_agent_secs']:.2f}x" if solo else "?"
+            )
             print(
                 f"{agent}: jobs=auto {auto['runs_per_min']} runs/min = "
                 f"{auto['runs_per_min'] / best['runs_per_min']:.0%} of the best fixed "

@@ -8,11 +8,11 @@ tool calls the scripted model plays) are carried out from nothing under `jobs=au
 each fixed `-n N`, in that order, each into a fresh results folder (the plan cache warm). Per
 invocation: throughput (runs a minute over the invocation's wall time, reports included), the
 median and largest agent time (run.json's `agent_duration_secs`), the peak memory (the sum of
-the RSS of doit's processes and all their children, agents included, sampled every 0.2 s) and,
-under jobs=auto, the concurrency found (.llmtt/concurrency.json, which is removed before, so
-that each jobs=auto finds it from one). The CLIs are the pinned ones of `./scripts/setup test`
-(node_modules/.bin), as the tests run them. A table is printed, and the figures are written to
-`--out`/results.json.
+the RSS of doit's processes and all their children, agents included, sampled every 0.2 s), the
+most agents that ran at once (from their events' times) and, under jobs=auto, the concurrency
+found (.llmtt/concurrency.json, removed before, so that each jobs=auto finds it from one). The
+CLIs are the pinned ones of `./scripts/setup test` (node_modules/.bin), as the tests run them.
+A table is printed, and the figures are written to `--out`/results.json.
 """
 
 from __future__ import annotations
@@ -112,6 +112,22 @@ def project(root: Path, agent: str, runs: int) -> None:
     subprocess.run([DOIT, "list"], cwd=root, capture_output=True, check=True, timeout=120)
 
 
+def span(events: Path) -> tuple[float, float]:
+    """When a run's agent started and ended: its first and last event."""
+    stamps = [json.loads(line)["ts"] for line in events.read_text().splitlines() if line]
+    return stamps[0], stamps[-1]
+
+
+def most_at_once(spans: list[tuple[float, float]]) -> int:
+    """The most agents that ran at the same time."""
+    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+    now = most = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
 def one(root: Path, how: list[str], runs: int) -> dict[str, Any]:
     """One `doit run` from nothing (`how`: `jobs=auto` or `-n N`) and what it measured."""
     results = root / "llm-tool-test-results"
@@ -135,6 +151,7 @@ def one(root: Path, how: list[str], runs: int) -> dict[str, Any]:
     if len(records) != runs:
         raise SystemExit(f"doit run {' '.join(how)}: {len(records)} runs of {runs} carried out")
     times = [r["agent_duration_secs"] for r in records]
+    spans = [span(p) for p in results.glob("commit/*/r*/events.jsonl")]
     memory = root / ".llmtt" / "concurrency.json"
     found = json.loads(memory.read_text())["found"] if memory.exists() else []
     return {
@@ -145,6 +162,7 @@ def one(root: Path, how: list[str], runs: int) -> dict[str, Any]:
         "max_agent_secs": round(max(times), 2),
         "timed_out": sum(1 for r in records if r.get("timed_out")),
         "peak_rss_mb": round(peak),
+        "most_at_once": most_at_once(spans),
         "found": found[0]["concurrency"] if found else None,
         "settled": found[0]["settled"] if found else None,
     }
@@ -163,7 +181,7 @@ def main() -> None:
     figures: dict[str, list[dict[str, Any]]] = {}
     print(
         "| agent | how | runs/min | median agent s | max agent s | timed out | peak RSS MB "
-        "| found |\n| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| most at once | found |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         flush=True,
     )
     for agent in args.agents.split(","):
@@ -178,7 +196,7 @@ def main() -> None:
             print(
                 f"| {agent} | {row['how']} | {row['runs_per_min']} | {row['median_agent_secs']} "
                 f"| {row['max_agent_secs']} | {row['timed_out']} | {row['peak_rss_mb']} "
-                f"| {found} |",
+                f"| {row['most_at_once']} | {found} |",
                 flush=True,
             )
         solo = next((r for r in rows if r["how"] == "-n 1"), None)

@@ -4,16 +4,27 @@ grows with the runs under way past a knee, as the real CLIs' do on a small machi
 from __future__ import annotations
 
 import heapq
+import io
 import json
+import os
 import random
 import re
+import signal
 import statistics
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import GIT_TOML, Project
+from doit.control import TaskControl
+from doit.dependency import Dependency, JsonDB
+from doit.reporter import ConsoleReporter
+from doit.task import Task
 
 from llmtt.errors import LlmttError
+from llmtt.plan.cache import RunSpec
 from llmtt.taskgraph.concurrency import (
     Found,
     Pace,
@@ -21,6 +32,7 @@ from llmtt.taskgraph.concurrency import (
     remember,
     remembered,
 )
+from llmtt.taskgraph.runner import WorkerRunner
 from llmtt.taskgraph.session import Session
 
 RAY = {"jobs": "auto", "executor": "ray"}
@@ -190,3 +202,48 @@ def _seconds(ts: str | float) -> float:
     import datetime as dt
 
     return dt.datetime.fromisoformat(ts).timestamp()
+
+
+@dataclass
+class _Session:
+    """What the paced dispatch reads of a session."""
+
+    root: Path
+    variables: dict[str, str]
+
+
+def _agent(session: _Session, spec: RunSpec) -> dict[str, Any]:
+    """An agent layer: one that kills its worker, or a 0.3 s run recorded as the agent layer
+    records one (run.json's agent time), with when it ran."""
+    if spec.run_id == "r1":
+        os.kill(os.getpid(), signal.SIGKILL)
+    started = time.time()
+    time.sleep(0.3)
+    Path(spec.dir).mkdir(parents=True)
+    record = {"agent_duration_secs": time.time() - started, "status": "completed"}
+    (Path(spec.dir) / "run.json").write_text(json.dumps(record))
+    (Path(spec.dir) / "span").write_text(f"{started} {time.time()}")
+    return {"status": "completed"}
+
+
+def test_the_paced_dispatch_outlives_a_dead_worker(tmp_path: Path) -> None:
+    deps = Dependency(JsonDB, str(tmp_path / "deps.json"))
+    runner = WorkerRunner(deps, ConsoleReporter(io.StringIO(), {}), continue_=True, num_process=3)
+    session = _Session(tmp_path, {"jobs": "auto"})
+    specs = [
+        RunSpec(f"r{i}", str(tmp_path / f"r{i}"), "", "cli", None, {}, "") for i in (1, 2, 3, 4)
+    ]
+    tasks = [Task(f"{s.run_id}:agent", [(_agent, [session, s])]) for s in specs]
+    tasks += [Task("report", [(lambda: None, [])], task_dep=[t.name for t in tasks])]
+    control = TaskControl(tasks)
+    control.process(None)
+    runner.run_all(control.task_dispatcher())
+    failures = {f["task"].name for f in runner.reporter.failures}
+    assert failures == {"r1:agent", "report"}  # the lost one, and what needs it
+    assert runner.pace is not None and runner.pace.under_way == {}
+    # The runs after it one at a time still (a baseline is three runs carried out).
+    spans = sorted(
+        tuple(map(float, (tmp_path / f"r{i}" / "span").read_text().split())) for i in (2, 3, 4)
+    )
+    assert spans[0][1] <= spans[1][0] and spans[1][1] <= spans[2][0], spans
+    assert runner.pace.agent("cli").baseline is not None

@@ -66,10 +66,15 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def workers(runs: int, given: int) -> int:
-    """The worker processes `jobs=auto` starts: `-n N` when given (the most it may reach),
-    else PER_CORE a core; no more than there are runs."""
-    most = given if given > 0 else PER_CORE * cores()
+def workers(runs: int, found: Mapping[str, Found], agents: Iterable[str]) -> int:
+    """The worker processes `jobs=auto` starts (`-n N` overrides it): for the most agents at
+    once it may reach, PER_CORE a core, or one more than an agent's settled limit when every
+    agent of the plan has one (a worker each agent layer under way, and one for the other
+    layers); no more than there are runs."""
+    most = PER_CORE * cores()
+    limits = [found[a].concurrency if a in found and found[a].settled else most for a in agents]
+    if limits:
+        most = min(most, max(limits) + 1)
     return max(1, min(most, runs))
 
 

@@ -137,10 +137,15 @@ class Session:
             "default_tasks": [run.run_id for run in self.tasks.runs] + ["aggregate"],
         }
         if self.variables.get("jobs") == "auto":
-            from llmtt.taskgraph.concurrency import workers
+            from llmtt.taskgraph import concurrency
 
             # Workers for the most agents jobs=auto may let out at once (-n N: N of them).
-            config["num_process"] = workers(len(self.tasks.runs), 0)
+            try:
+                found = concurrency.remembered(self.root)
+            except LlmttError:  # damaged: said when doit asks for the tasks
+                found = {}
+            agents = {run.agent for run in self.tasks.runs}
+            config["num_process"] = concurrency.workers(len(self.tasks.runs), found, agents)
         if self.executor == "ray":
             # doit runs the layers' actions in threads, each waiting for its layer on the
             # cluster (`-n`, else [executor] max_in_flight, of them).

@@ -27,10 +27,12 @@ from llmtt.errors import LlmttError
 from llmtt.plan.cache import RunSpec
 from llmtt.taskgraph.concurrency import (
     Found,
+    cores,
     Pace,
     oversubscribed,
     remember,
     remembered,
+    workers,
 )
 from llmtt.taskgraph.runner import WorkerRunner
 from llmtt.taskgraph.session import Session
@@ -247,3 +249,23 @@ def test_the_paced_dispatch_outlives_a_dead_worker(tmp_path: Path) -> None:
     )
     assert spans[0][1] <= spans[1][0] and spans[1][1] <= spans[2][0], spans
     assert runner.pace.agent("cli").baseline is not None
+
+
+def test_the_workers_started_follow_what_was_found(tmp_path: Path) -> None:
+    found = Found(
+        agent="codex",
+        cores=2,
+        version=None,
+        concurrency=3,
+        settled=True,
+        baseline_secs=3.0,
+        runs_per_min=None,
+        at="2026-11-27T03:00:00+00:00",
+    )
+    most = 4 * cores()
+    assert workers(100, {}, ["codex"]) == most  # nothing found: for the most it may reach
+    assert workers(100, {"codex": found}, ["codex"]) == 4  # its limit, and one other layer
+    assert workers(100, {"codex": found}, ["codex", "opencode"]) == most  # opencode unknown
+    rising = found.model_copy(update={"settled": False})
+    assert workers(100, {"codex": rising}, ["codex"]) == most  # it may go higher
+    assert workers(2, {}, ["codex"]) == 2

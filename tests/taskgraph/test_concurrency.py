@@ -27,8 +27,8 @@ from llmtt.errors import LlmttError
 from llmtt.plan.cache import RunSpec
 from llmtt.taskgraph.concurrency import (
     Found,
-    cores,
     Pace,
+    cores,
     oversubscribed,
     remember,
     remembered,

@@ -7,14 +7,15 @@ doit's main process lets only so many *agent* layers out at once (`PacedDispatch
 layers are cheap and go as doit hands them out. The limit of each agent (CLI) is found by `Pace`:
 
 - one at a time first, for a baseline: the median agent time of its first runs;
-- then one more at a time (additive increase), while the median agent time of the runs let out
-  at the new limit stays within `WITHIN` of the baseline and the throughput (runs under way /
-  median time from dispatch to result, Little's law, steadier than counting completions in a
-  short window) rose by `RISE`;
+- then twice the limit at a time (1, 2, 4, 8: few runs are spent far below the point), while
+  the median agent time of the runs let out at the new limit stays within `WITHIN` of the
+  baseline and the throughput (runs under way / median time from dispatch to result, Little's
+  law, steadier than counting completions in a short window) rose by `RISE`; once a limit is
+  past that point, one more at a time from the best limit below it;
 - it settles at the limit of the best throughput among those whose agent time stayed within
   `MOST`; settled, a window whose median passes `MOST` takes the limit down one, and a window
   within `WITHIN` back up one, no higher than where it settled (a slow spell, another program
-  on the machine, passes).
+  on the machine, passes); a limit that passed `MOST` twice is not gone back to.
 
 Agents are paced apart, each against its own baseline, and share the machine: a run takes
 1/limit of it, so two CLIs run together fill it no further than either would alone (an opencode
@@ -169,6 +170,7 @@ class Agent:
     baseline: float | None = None
     settled: bool = False
     ceiling: int = 0  # settled: the limit it settled at, which a step down may return to
+    tripped: int | None = None  # the lowest limit found past the point, while rising
     strikes: dict[int, int] = field(default_factory=dict)  # settled: steps down from a limit
     version: str | None = None
     runs_per_min: float | None = None  # remembered at `remembered`, for a first comparison
@@ -227,24 +229,44 @@ class Agent:
         median = statistics.median(lv.agent_secs[-last:])
         if self.baseline is None:
             self.baseline = median
-            return self._move(level + 1) if level < self.cap else self._settle(level)
+            return self._up(level)
         slower = median / self.baseline
-        if self.settled:  # one down past MOST; back up to where it settled once within again
-            if slower > MOST and level > 1:
-                self.strikes[level] = self.strikes.get(level, 0) + 1
-                if self.strikes[level] > 1:  # twice: not a slow spell, no longer up to it
-                    self.ceiling = min(self.ceiling, level - 1)
-                return self._move(level - 1)
-            if slower <= WITHIN and level < self.ceiling:
-                return self._move(level + 1)
-            return self._stay()
-        if slower > MOST:
-            return self._settle(self._best(below=level))
-        below = self._throughput(level - 1)
+        if self.settled:
+            return self._watch(level, slower)
+        lower = [n for n in self.levels if n < level and self._throughput(n) is not None]
+        below = self._throughput(max(lower)) if lower else self._throughput(level - 1)
         rose = below is None or lv.throughput(last) >= RISE * below
-        if slower <= WITHIN and rose and level < self.cap:
+        if slower <= WITHIN and rose:
+            return self._up(level)
+        # Past the point: the best limit below it, or, when a doubling passed over limits
+        # not tried, the one above the best.
+        self.tripped = min(self.tripped or level, level)
+        best = self._best(below=level + 1)
+        if best + 1 < self.tripped and self._throughput(best + 1) is None:
+            return self._move(best + 1)
+        return self._settle(best)
+
+    def _watch(self, level: int, slower: float) -> bool:
+        """Settled: one down past MOST, and back up to where it settled once within again
+        (a slow spell, another program busy on the machine); a limit that went past MOST
+        twice is not gone back to."""
+        if slower > MOST and level > 1:
+            self.strikes[level] = self.strikes.get(level, 0) + 1
+            if self.strikes[level] > 1:
+                self.ceiling = min(self.ceiling, level - 1)
+            return self._move(level - 1)
+        if slower <= WITHIN and level < self.ceiling:
             return self._move(level + 1)
-        return self._settle(self._best(below=level + 1))
+        return self._stay()
+
+    def _up(self, level: int) -> bool:
+        """Within and faster at `level`: twice the limit until a limit is found past the
+        point, then one more at a time below it; settled at the best when none is left."""
+        higher = level * 2 if self.tripped is None else level + 1
+        higher = min(higher, self.cap, (self.tripped or self.cap + 1) - 1)
+        if higher <= level:
+            return self._settle(self._best(below=level + 1))
+        return self._move(higher)
 
     def _throughput(self, level: int) -> float | None:
         """Runs a second measured at `level` in this invocation (or remembered for it)."""
@@ -284,15 +306,17 @@ class Agent:
         return False
 
     def found(self, machine: int) -> Found | None:
-        """What to remember (None: no baseline yet)."""
+        """What to remember (None: no baseline yet): the limit settled at, or, while it is
+        still rising, the best limit measured so far."""
         if self.baseline is None:
             return None
-        measured = self._throughput(self.limit)
+        limit = self.limit if self.settled else self._best(below=self.limit + 1)
+        measured = self._throughput(limit)
         return Found(
             agent=self.name,
             cores=machine,
             version=self.version,
-            concurrency=self.limit,
+            concurrency=limit,
             settled=self.settled,
             baseline_secs=round(self.baseline, 3),
             runs_per_min=round(measured * 60, 2) if measured is not None else None,

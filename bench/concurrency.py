@@ -4,15 +4,16 @@
                                           [--fixed 1,2,4,8] [--out bench/out/concurrency]
 
 For each CLI, `--runs` runs of one scenario (a git repository made and a file committed: three
-tool calls the scripted model plays) are carried out from nothing under `jobs=auto` and under
+tool calls the scripted model plays) are carried out from nothing under `jobs=auto` (finding
+the concurrency from one), under `jobs=auto` again (starting from what that found) and under
 each fixed `-n N`, in that order, each into a fresh results folder (the plan cache warm). Per
 invocation: throughput (runs a minute over the invocation's wall time, reports included), the
 median and largest agent time (run.json's `agent_duration_secs`), the peak memory (the sum of
 the RSS of doit's processes and all their children, agents included, sampled every 0.2 s), the
 most agents that ran at once (from their events' times) and, under jobs=auto, the concurrency
-found (.llmtt/concurrency.json, removed before, so that each jobs=auto finds it from one). The
-CLIs are the pinned ones of `./scripts/setup test` (node_modules/.bin), as the tests run them.
-A table is printed, and the figures are written to `--out`/results.json.
+found (.llmtt/concurrency.json). The CLIs are the pinned ones of `./scripts/setup test`
+(node_modules/.bin), as the tests run them. A table is printed, and the figures are written to
+`--out`/results.json. The whole of it takes 30-40 minutes on a quiet 2-core machine.
 """
 
 from __future__ import annotations
@@ -128,13 +129,15 @@ def most_at_once(spans: list[tuple[float, float]]) -> int:
     return most
 
 
-def one(root: Path, how: list[str], runs: int) -> dict[str, Any]:
-    """One `doit run` from nothing (`how`: `jobs=auto` or `-n N`) and what it measured."""
+def one(root: Path, how: list[str], runs: int, *, warm: bool = False) -> dict[str, Any]:
+    """One `doit run` from nothing (`how`: `jobs=auto` or `-n N`) and what it measured
+    (`warm`: jobs=auto starts from what the one before found)."""
     results = root / "llm-tool-test-results"
     shutil.rmtree(results / "commit", ignore_errors=True)
     for dep_file in results.glob(".doit.sqlite3*"):
         dep_file.unlink()
-    (root / ".llmtt" / "concurrency.json").unlink(missing_ok=True)
+    if not warm:
+        (root / ".llmtt" / "concurrency.json").unlink(missing_ok=True)
     started = time.perf_counter()
     proc = subprocess.Popen(
         [DOIT, "run", *how], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -155,7 +158,7 @@ def one(root: Path, how: list[str], runs: int) -> dict[str, Any]:
     memory = root / ".llmtt" / "concurrency.json"
     found = json.loads(memory.read_text())["found"] if memory.exists() else []
     return {
-        "how": " ".join(how),
+        "how": " ".join(how) + (" (again)" if warm else ""),
         "wall_secs": round(wall, 2),
         "runs_per_min": round(runs / wall * 60, 1),
         "median_agent_secs": round(statistics.median(times), 2),
@@ -188,8 +191,9 @@ def main() -> None:
         root = out / agent
         project(root, agent, args.runs)
         rows = figures.setdefault(agent, [])
-        for how in [["jobs=auto"], *(["-n", str(n)] for n in fixed)]:
-            row = one(root, how, args.runs)
+        plan = [(["jobs=auto"], False), (["jobs=auto"], True)]
+        for how, warm in plan + [(["-n", str(n)], False) for n in fixed]:
+            row = one(root, how, args.runs, warm=warm)
             rows.append(row)
             found = "" if row["found"] is None else f"{row['found']}"
             found += " (rising)" if row["settled"] is False else ""
@@ -200,13 +204,13 @@ def main() -> None:
                 flush=True,
             )
         solo = next((r for r in rows if r["how"] == "-n 1"), None)
-        auto, best = rows[0], max(rows[1:], key=lambda r: r["runs_per_min"], default=None)
-        if best is not None:
+        best = max(rows[2:], key=lambda r: r["runs_per_min"], default=None)
+        for auto in rows[:2] if best is not None else []:
             slower = (
                 f"{auto['median_agent_secs'] / solo['median_agent_secs']:.2f}x" if solo else "?"
             )
             print(
-                f"{agent}: jobs=auto {auto['runs_per_min']} runs/min = "
+                f"{agent}: {auto['how']} {auto['runs_per_min']} runs/min = "
                 f"{auto['runs_per_min'] / best['runs_per_min']:.0%} of the best fixed "
                 f"({best['how']}, {best['runs_per_min']}); median agent time {slower} -n 1's",
                 flush=True,

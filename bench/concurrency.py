@@ -215,6 +215,14 @@ def main() -> None:
                 f"({best['how']}, {best['runs_per_min']}); median agent time {slower} -n 1's",
                 flush=True,
             )
+        settled = rows[1]["found"]  # what the second jobs=auto ended with
+        at = next((r for r in rows[2:] if r["how"] == f"-n {settled}"), None)
+        if best is not None and at is not None:
+            print(
+                f"{agent}: found {settled}; -n {settled} gave {at['runs_per_min']} runs/min = "
+                f"{at['runs_per_min'] / best['runs_per_min']:.0%} of the best fixed",
+                flush=True,
+            )
     (out / "results.json").write_text(json.dumps(figures, indent=2) + "\n")
 
 

@@ -30,6 +30,7 @@ from doit.runner import MRunner
 
 from llmtt.process import watchdog
 from llmtt.taskgraph import actions
+from llmtt.taskgraph.concurrency import PacedDispatch
 
 # How often doit's main process, waiting for a result, looks whether a worker died.
 POLL_SECS = 0.2
@@ -62,8 +63,9 @@ class _Results(_Queue):
         return self.runner.next_result(super().get, self.empty)
 
 
-class WorkerRunner(MRunner):  # type: ignore[misc]  # doit is untyped
-    """doit's multiprocess runner that outlives a worker's death (see the module)."""
+class WorkerRunner(PacedDispatch, MRunner):  # type: ignore[misc]  # doit is untyped
+    """doit's multiprocess runner that outlives a worker's death (see the module), and paces
+    the agent layers under jobs=auto (`llmtt.taskgraph.concurrency`)."""
 
     Queue = staticmethod(_Results)
 

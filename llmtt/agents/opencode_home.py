@@ -6,10 +6,10 @@ database (`~/.local/share/opencode/opencode.db`, 38 migrations), and it set abou
 its plugin package (`@opencode-ai/plugin`) into its config folder, loading npm's installer and
 asking the registry (a dead port in llmtt's runs, so it always failed), on the main thread
 while the session started. A template made once, under `.llmtt/opencode-home/<binary>/`, holds
-the migrated database with no session in it and the config folder as opencode leaves it after
-that install (its package.json and lock name the package: opencode checks the names and
-installs nothing more). Each run gets a copy; nothing goes back, so a run sees nothing of
-another.
+the migrated database with no session in it, and a package.json and lock in the config folder
+that name the package: what opencode checks (by name) before it installs, so it installs
+nothing. The package itself is not there, as it never was in a run: nothing in a run's HOME
+loads it. Each run gets a copy; nothing goes back, so a run sees nothing of another.
 """
 
 from __future__ import annotations
@@ -29,14 +29,17 @@ from llmtt.process.shell import tool_path
 DATABASE = Path(".local") / "share" / "opencode" / "opencode.db"
 CONFIG = Path(".config") / "opencode"
 PLUGIN = "@opencode-ai/plugin"
-MAKE_TIMEOUT_SECS = 120
+MAKE_TIMEOUT_SECS = 60  # `opencode db`: ~2 s of CPU; 8 s of wall seen on a busy machine
 
 
 def seed_home(home: Path, exe: str, project_root: Path) -> bool:
     """Copy the template for `exe` into the run's `home` (the template is made first when
     this project has none for it); False, and `home` left as it was, when it cannot be made:
     opencode then does that work itself, as before."""
-    template = _template(project_root.resolve(), *_identity(exe))
+    try:
+        template = _template(project_root.resolve(), *_identity(exe))
+    except OSError:  # the binary went away: the run says so when it starts it
+        return False
     if template is None:
         return False
     (home / DATABASE).parent.mkdir(parents=True, exist_ok=True)

@@ -2,10 +2,17 @@
 against the ideal (16 x 2 s / n), and the peak memory of a worker.
 
     .venv/bin/python bench/parallel.py [--runs 16] [--secs 2] [--workers 4,8] [--times 3]
+    .venv/bin/python bench/parallel.py --runs 16,64,128 [--secs 1]
 
 Efficiency = ideal / wall time of the first `doit run -n N` (a fresh results folder each time;
 the plan cache is warm, as after any edit-free invocation). Worker memory: the largest RSS of
 the doit processes, sampled every 50 ms from /proc while the run goes on.
+
+With several sizes (`--runs 16,64,128`), the wall times are fitted to `start + slope x runs`
+(least squares), for llmtt and for doit's floor: a plain dodo.py of as many tasks, each running
+`sleep SECS` in a shell, under the same `doit run -n N`, measured in turn with llmtt's. The
+start is what an invocation costs whatever its size (interpreter, plan, forks, aggregate,
+exit); the slope against the ideal one (SECS / N a run) is the efficiency net of it.
 """
 
 from __future__ import annotations
@@ -110,25 +117,95 @@ def one(root: Path, workers: int) -> tuple[float, float]:
     return wall, peak
 
 
+FLOOR_DODO = """\
+DOIT_CONFIG = {{"dep_file": ".doit.db", "backend": "sqlite3", "verbosity": 0}}
+
+
+def task_sleep():
+    for index in range({runs}):
+        yield {{"name": str(index), "actions": ["sleep {secs}"]}}
+"""
+
+
+def make_llmtt(root: Path, runs: int, secs: float) -> None:
+    """The llmtt project: one scenario played `runs` times by the oracle."""
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "scenarios").mkdir(parents=True)
+    (root / "llmtt.toml").write_text(TOML.format(repeats=runs))
+    (root / "dodo.py").write_text("from llmtt.tasks import *  # noqa: F403\n")
+    (root / "scenarios" / "s.yaml").write_text(SCENARIO.format(secs=secs))
+    past = time.time() - 60  # old enough for the plan cache to take
+    for path in root.rglob("*"):
+        os.utime(path, (past, past))
+    subprocess.run([DOIT, "list"], cwd=root, capture_output=True, check=True)
+
+
+def floor(root: Path, workers: int) -> float:
+    """Wall time of one `doit run -n workers` of the floor, from nothing."""
+    for dep_file in root.glob(".doit.db*"):
+        dep_file.unlink()
+    started = time.perf_counter()
+    subprocess.run([DOIT, "run", "-n", str(workers)], cwd=root, capture_output=True, check=True)
+    return time.perf_counter() - started
+
+
+def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares `start + slope x runs` through (runs, wall) points."""
+    mean_x = statistics.mean(x for x, _ in points)
+    mean_y = statistics.mean(y for _, y in points)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum(
+        (x - mean_x) ** 2 for x, _ in points
+    )
+    return mean_y - slope * mean_x, slope
+
+
+def fitted(args: argparse.Namespace, sizes: list[int]) -> None:
+    """The start and the slope, for llmtt and doit's floor, at each -n (see the module)."""
+    base = args.out.resolve()
+    for runs in sizes:
+        make_llmtt(base / f"llmtt-{runs}", runs, args.secs)
+        dodo = base / f"floor-{runs}"
+        shutil.rmtree(dodo, ignore_errors=True)
+        dodo.mkdir(parents=True)
+        (dodo / "dodo.py").write_text(FLOOR_DODO.format(runs=runs, secs=args.secs))
+    for workers in (int(w) for w in args.workers.split(",")):
+        ours: list[tuple[int, float]] = []
+        theirs: list[tuple[int, float]] = []
+        peak = 0.0
+        for runs in sizes:
+            for _ in range(args.times):  # in turn, so that both meet the same machine
+                wall, rss = one(base / f"llmtt-{runs}", workers)
+                ours.append((runs, wall))
+                peak = max(peak, rss)
+                theirs.append((runs, floor(base / f"floor-{runs}", workers)))
+        (start, slope), (floor_start, floor_slope) = fit(ours), fit(theirs)
+        ideal = args.secs / workers
+        print(
+            f"-n {workers}: llmtt starts in {start:.2f} s (doit's floor {floor_start:.2f} s: "
+            f"+{start - floor_start:.2f} s), then {slope:.4f} s a run against the ideal "
+            f"{ideal:.4f} s: {ideal / slope:.1%} of ideal net of the start (the floor "
+            f"{ideal / floor_slope:.1%}); walls {[(r, round(w, 2)) for r, w in ours]}, floor "
+            f"{[(r, round(w, 2)) for r, w in theirs]}; largest worker {peak:.0f} MB RSS",
+            flush=True,
+        )
+
+
 def main() -> None:
     compile_llmtt()
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=16)
+    parser.add_argument("--runs", default="16", help="runs; several (16,64,128): fitted")
     parser.add_argument("--secs", type=float, default=2.0)
     parser.add_argument("--workers", default="4,8")
     parser.add_argument("--times", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("bench/out/parallel"))
     args = parser.parse_args()
+    sizes = [int(r) for r in args.runs.split(",")]
+    if len(sizes) > 1:
+        fitted(args, sizes)
+        return
+    args.runs = sizes[0]
     root = args.out.resolve()
-    shutil.rmtree(root, ignore_errors=True)
-    (root / "scenarios").mkdir(parents=True)
-    (root / "llmtt.toml").write_text(TOML.format(repeats=args.runs))
-    (root / "dodo.py").write_text("from llmtt.tasks import *  # noqa: F403\n")
-    (root / "scenarios" / "s.yaml").write_text(SCENARIO.format(secs=args.secs))
-    past = time.time() - 60  # old enough for the plan cache to take
-    for path in root.rglob("*"):
-        os.utime(path, (past, past))
-    subprocess.run([DOIT, "list"], cwd=root, capture_output=True, check=True)
+    make_llmtt(root, args.runs, args.secs)
     for workers in (int(w) for w in args.workers.split(",")):
         ideal = args.runs * args.secs / workers
         results = [one(root, workers) for _ in range(args.times)]

@@ -11,12 +11,21 @@ dependencies, a key check) — and an aggregate over every run's result.json, ea
 its targets. Both projects are filled by a first `doit run -n 2`; then every figure is a median
 of interleaved invocations (llmtt, floor, llmtt, floor, ...), so the ratio holds even when the
 machine's speed moves.
+
+`--pending-only` takes only the last figure, in projects made before; each figure there comes
+with its CPU time too (other work on the machine moves it less than the wall time), and with
+`--before DIR` (another llmtt checkout, e.g. `git archive` of the commit before a change,
+unpacked) the same pending run is measured with that code as well, interleaved with this one,
+in copies of the projects.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -80,12 +89,26 @@ def task_floor():
 
 def doit(root: Path, *args: str) -> float:
     """Wall time of one doit invocation; fails loudly."""
+    return timed(root, *args)[0]
+
+
+def timed(root: Path, *args: str, code: Path | None = None) -> tuple[float, float]:
+    """Wall time and CPU time (user + system, the invocation and every process it waited
+    for) of one doit invocation; fails loudly. The CPU time moves less than the wall time when
+    other work shares the machine. `code`: the llmtt checkout whose code runs (default: this
+    one, or what PYTHONPATH gives)."""
+    env = {**os.environ, "PYTHONPATH": str(code)} if code is not None else None
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    proc = subprocess.run([DOIT, *args], cwd=root, capture_output=True, text=True, timeout=7200)
+    proc = subprocess.run(
+        [DOIT, *args], cwd=root, capture_output=True, text=True, timeout=7200, env=env
+    )
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"doit {' '.join(args)} in {root} failed:\n{proc.stdout[-2000:]}")
-    return elapsed
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return elapsed, cpu
 
 
 def interleaved(a: Path, b: Path, times: int, *args: str) -> tuple[float, float]:
@@ -106,6 +129,12 @@ def main() -> None:
         "--pending-only", action="store_true", help="only the pending run (projects made before)"
     )
     parser.add_argument("--out", type=Path, default=Path("bench/out/scale"))
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="another llmtt checkout (e.g. `git archive` of the commit before a change): the "
+        "pending run is measured with its code too, interleaved, in copies of the projects",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     for runs in [] if args.pending_only else sizes:
@@ -133,22 +162,63 @@ def main() -> None:
     make_project(small, 1, 10)
     doit(small, "run")
     task = "s000/oracle/r1"
-    pending: dict[Path, list[float]] = {small: [], large: []}
-    idle: dict[Path, list[float]] = {small: [], large: []}
+    codes: list[Path | None] = [None]
+    if args.before is not None:
+        if not compileall.compile_dir(str(args.before / "llmtt"), quiet=1):
+            raise SystemExit(f"{args.before}/llmtt could not be compiled")
+        codes.append(args.before.resolve())
+    # Each code runs in its own copies of the projects: the plan cache is keyed by llmtt's
+    # code, so one project run by both in turn would load its plan cold every time.
+    roots: dict[tuple[Path | None, int], Path] = {}
+    for code in codes:
+        for size, root in ((10, small), (max(sizes), large)):
+            copy = root if code is None else root.with_name(root.name + "-before")
+            if code is not None and not copy.exists():
+                shutil.copytree(root, copy, symlinks=True)
+            timed(copy, "run", task, code=code)  # the plan cache, warm
+            roots[code, size] = copy
+    # Wall and CPU times of each invocation, with the run pending and with nothing pending.
+    pending: dict[tuple[Path | None, int], list[tuple[float, float]]] = {k: [] for k in roots}
+    idle: dict[tuple[Path | None, int], list[tuple[float, float]]] = {k: [] for k in roots}
     for _ in range(args.times):
-        for root in (small, large):
+        for (code, size), root in roots.items():
             shutil.rmtree(root / "llm-tool-test-results" / task)
-            pending[root].append(doit(root, "run", task))
-            idle[root].append(doit(root, "run", task))
-    added = [statistics.median(pending[r]) - statistics.median(idle[r]) for r in (small, large)]
-    row = {
-        "one_pending_run": [10, max(sizes)],
-        "wall_secs": [round(statistics.median(pending[r]), 3) for r in (small, large)],
-        "noop_secs": [round(statistics.median(idle[r]), 3) for r in (small, large)],
+            pending[code, size].append(timed(root, "run", task, code=code))
+            idle[code, size].append(timed(root, "run", task, code=code))
+    for code in codes:
+        keys = [(code, 10), (code, max(sizes))]
+        print(json.dumps(_pending_row(keys, pending, idle, code)))
+
+
+def _pending_row(
+    keys: list[tuple[Path | None, int]],
+    pending: dict[tuple[Path | None, int], list[tuple[float, float]]],
+    idle: dict[tuple[Path | None, int], list[tuple[float, float]]],
+    code: Path | None,
+) -> dict[str, object]:
+    """What one pending run adds, in the small project and the large one, by one code."""
+
+    def median(times: list[tuple[float, float]], which: int) -> float:
+        return statistics.median(t[which] for t in times)
+
+    added = [median(pending[k], 0) - median(idle[k], 0) for k in keys]
+    added_cpu = [median(pending[k], 1) - median(idle[k], 1) for k in keys]
+    fastest = [min(t[0] for t in pending[k]) - min(t[0] for t in idle[k]) for k in keys]
+    return {
+        "code": "this checkout" if code is None else str(code),
+        "one_pending_run": [size for _, size in keys],
+        "wall_secs": [round(median(pending[k], 0), 3) for k in keys],
+        "noop_secs": [round(median(idle[k], 0), 3) for k in keys],
         "added_secs": [round(a, 3) for a in added],
         "ratio": round(added[1] / added[0], 2),
+        # The same from the fastest invocation of each, which other work reaches least.
+        "added_fastest_secs": [round(a, 3) for a in fastest],
+        "fastest_ratio": round(fastest[1] / fastest[0], 2),
+        # The same from the CPU time, which other work on the machine moves less.
+        "noop_cpu_secs": [round(median(idle[k], 1), 3) for k in keys],
+        "added_cpu_secs": [round(a, 3) for a in added_cpu],
+        "cpu_ratio": round(added_cpu[1] / added_cpu[0], 2),
     }
-    print(json.dumps(row))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from typing import Any
 from llmtt.agents.base import OwnProvider, RunContext
 from llmtt.agents.cli_agent import CliAgent
 from llmtt.agents.install import pinned
+from llmtt.agents.opencode_home import seed_home
 from llmtt.agents.pricing import Pricing, Tokens
 from llmtt.agents.stream import MAX_TOKENS, StreamParser, figure, json_text, mapping, whole
 from llmtt.events import EventWriter, tool_name
@@ -260,6 +261,9 @@ class OpencodeAgent(CliAgent):
             # opencode resolves its project from PWD, not from the real working directory.
             "PWD": str(ctx.workspace),
         }
+        # Its database made and migrated, and its plugin package taken as installed, once per
+        # project and binary instead of in every run's new HOME (opencode_home.py).
+        seed_home(ctx.home, exe, self.project_root)
         return [exe, "run", "--format", "json", "-m", model, ctx.prompt], {
             k: v for k, v in env.items() if v
         }

@@ -142,8 +142,11 @@ def load_project(root: Path, only: Path | None = None) -> Project:
         )
     if folders:
         raise ConfigError(folders)
-    paths = sorted(scenario_dir.glob("*.yaml")) + sorted(scenario_dir.glob("*.yml"))
-    for path in paths if only is None else [only]:
+    if only is None:
+        paths = sorted(scenario_dir.glob("*.yaml")) + sorted(scenario_dir.glob("*.yml"))
+    else:
+        paths = [only]  # not the folder's listing: a run's task in a large project lists none
+    for path in paths:
         try:
             if _leads_out(root, config, path):
                 raise ConfigError.one(path, _OUT.format(where=os.path.realpath(path)))

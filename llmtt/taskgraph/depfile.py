@@ -5,9 +5,9 @@ checked: a no-op `doit run` over a thousand runs (three tasks each) spent a fift
 on those queries. And it writes what ran only when doit exits normally: a `doit run` killed by
 SIGKILL (or the OOM killer, or a closed laptop) forgot every run it had finished, and the next
 invocation paid for them again. This backend keeps doit's file format and table, loads every
-row at once at the first lookup, and commits each change as doit makes it (write-ahead log,
-so a commit costs a log append, not a sync of the whole file), a task's saved success as one
-commit. It is registered under the
+row at once at the first lookup (each decoded when its task is looked up), and commits each
+change as doit makes it (write-ahead log, so a commit costs a log append, not a sync of the
+whole file), a task's saved success as one commit. It is registered under the
 `doit.BACKEND` entry point `llmtt-sqlite3`; doit imports every backend plugin at start-up, so
 this module imports nothing but doit's own.
 
@@ -67,6 +67,7 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
             sys.stderr.write(f"llmtt: {message}\n")
             raise SystemExit(2) from None
         self._loaded = False
+        self._rows: dict[str, str | None] = {}  # rows read from the file, not yet decoded
         self._saving: str | None = None  # the task whose success doit is saving
 
     @contextlib.contextmanager
@@ -88,28 +89,39 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
             raise SystemExit(2) from None
 
     def _load(self) -> None:
+        """Every row's text, in one query; each is decoded when its task is looked up. A
+        `doit run` of a few named tasks in a project of thousands decodes only theirs, and the
+        rows held meanwhile are strings, which the garbage collector never walks (decoded, the
+        rows of 5,000 runs were ~60,000 objects that each full collection of a run's own work
+        walked again)."""
         self._loaded = True
-        # Read as text and decoded with doit's codec here: the column's declared type would
-        # otherwise send each row through doit's converter one call at a time.
-        rows = self._conn.execute("SELECT task_id, CAST(task_data AS TEXT) AS data FROM doit")
-        decode = self.codec.decode
-        for row in rows:
-            # A task set before the first lookup keeps what was set, as with doit's backend.
-            self._cache.setdefault(row["task_id"], decode(row["data"]) if row["data"] else {})
+        # Read as text (the column's declared type would send each row through doit's
+        # converter), in plain tuples (not doit's dict per row).
+        cursor = self._conn.cursor()
+        cursor.row_factory = None
+        rows = cursor.execute("SELECT task_id, CAST(task_data AS TEXT) FROM doit")
+        self._rows = dict(rows.fetchall())
 
-    def _get_task_data(self, task_id: str) -> dict[str, Any]:
+    def _take(self, task_id: str) -> None:
+        """The task's saved row into doit's cache, decoded (a task doit set before the first
+        lookup keeps what was set, as with doit's backend)."""
         if not self._loaded:
             self._load()
-        # Every saved task is in the cache now; one not there has nothing saved.
-        data: dict[str, Any] = self._cache.get(task_id, {})
+        text = self._rows.pop(task_id, None)
+        if task_id not in self._cache:
+            self._cache[task_id] = self.codec.decode(text) if text else {}
+
+    def _get_task_data(self, task_id: str) -> dict[str, Any]:
+        # Every saved task is in the rows read; one not there has nothing saved.
+        self._take(task_id)
+        data: dict[str, Any] = self._cache[task_id]
         return data
 
     def set(self, task_id: str, dependency: str, value: Any) -> None:
         """Store one value of a task and commit the task's row: at once, except while doit
         saves a task's success (its values first, its file list last), committed whole at
         that last value: one commit a task instead of one a value."""
-        if not self._loaded:
-            self._load()  # the row is rewritten whole: start from what the file holds
+        self._take(task_id)  # the row is rewritten whole: start from what the file holds
         if self._saving not in (None, task_id):
             self._write(self._saving)  # another task's save that stopped short
         super().set(task_id, dependency, value)
@@ -134,6 +146,7 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
         with self._writing():
             super().remove(task_id)
             self._conn.commit()
+        self._rows.pop(task_id, None)
         if self._saving == task_id:
             self._saving = None
 
@@ -141,7 +154,7 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
         """Whether anything is saved for `task_id`."""
         if not self._loaded:
             self._load()
-        return task_id in self._cache
+        return task_id in self._cache or task_id in self._rows
 
     def remove_all(self) -> None:
         """Remove every task's saved values, at once."""
@@ -149,6 +162,7 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
             super().remove_all()
             self._conn.commit()
         self._loaded = True
+        self._rows = {}
 
     def dump(self) -> None:
         """Save what is left and close the file (as the invocation ends); after a full disk

@@ -83,9 +83,14 @@ def test_rows_are_read_at_the_first_lookup_not_on_open(tmp_path: Path) -> None:
     path = tmp_path / "deps.sqlite3"
     _written(path)
     db = PreloadedSqliteDB(str(path), JSONCodec())
-    assert db._cache == {}  # `doit list` opens the file and never looks
+    assert db._cache == {} and db._rows == {}  # `doit list` opens the file and never looks
     assert db.get("b", "checker_") == "MD5Checker"
-    assert db._cache.keys() == {"a:agent", "b"}  # every row, at the first lookup
+    # Every row, at the first lookup; only the looked-up task's is decoded (a run named in a
+    # large project decodes its own rows, not the project's).
+    assert db._cache.keys() == {"b"} and db._rows.keys() == {"a:agent"}
+    db._conn.close()  # what was read answers without the file
+    assert db.get("a:agent", "llmtt_key") == {"prompt": "1", "fixture": "2"}
+    assert db._rows == {}
 
 
 def test_a_value_set_before_any_lookup_keeps_the_rest_of_its_row(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ machine idle where a fast local one fills it. It is found by `Agent`:
 - every run is judged against a baseline of its own kind (its scenario, variant, model and the
   agent's settings: the agent key but the repeat): the median agent time of that kind's first
   runs carried out alone (no other run of the unit under way); a kind with none yet uses the
-  time remembered for it, else its own first runs at the lowest concurrency it was seen at;
+  time remembered for it, else its own first runs at the lowest concurrency it was seen at
+  (a kind first seen at a limit remembered from before is its own yardstick there: only a
+  slowdown that comes later, or the throughput, moves the limit for its runs);
 - one at a time first (the first runs give the baselines), then a higher limit (x2 up to 2,
   then x1.5: 1, 2, 3, 4, 6, 9) while the median of the runs' agent times over their baselines
   stays within `WITHIN` and the throughput (runs under way / median time from dispatch to

@@ -395,8 +395,9 @@ def test_doit_run_jobs_auto_paces_the_agents_and_a_larger_n_is_warned(project: P
     assert spans[0][1] <= spans[1][0] and spans[1][1] <= spans[2][0], spans
     memory = json.loads((project.root / ".llmtt" / "concurrency.json").read_text())
     (found,) = memory["found"]
-    # Three runs for the baseline, four at 2 (the first of them overlapping the last at 1):
-    # 2 found, and rising still (1 if 2 was slower past the margin on a busy machine).
+    # Three runs for the baseline, four at 2 (three of them started with two under way, the
+    # window 2 is judged on): 2 found, and rising still (1 if 2 was slower past the margin on
+    # a busy machine).
     assert found["agent"] == "oracle" and found["concurrency"] in (1, 2), found
     (baseline,) = found["baselines"].values()  # one kind: one scenario on one model
     assert 0.3 < baseline < 5

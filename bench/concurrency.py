@@ -168,6 +168,7 @@ def one(root: Path, how: list[str], runs: int, *, warm: bool = False) -> dict[st
         "most_at_once": most_at_once(spans),
         "found": found[0]["concurrency"] if found else None,
         "settled": found[0]["settled"] if found else None,
+        "capped": found[0].get("capped") if found else None,
     }
 
 
@@ -196,7 +197,9 @@ def main() -> None:
             row = one(root, how, args.runs, warm=warm)
             rows.append(row)
             found = "" if row["found"] is None else f"{row['found']}"
-            found += " (rising)" if row["settled"] is False else ""
+            found += (
+                " (capped)" if row["capped"] else " (rising)" if row["settled"] is False else ""
+            )
             print(
                 f"| {agent} | {row['how']} | {row['runs_per_min']} | {row['median_agent_secs']} "
                 f"| {row['max_agent_secs']} | {row['timed_out']} | {row['peak_rss_mb']} "

@@ -4,32 +4,52 @@ Past a point, more agents at once on one machine finish no more runs a minute: e
 just takes longer (opencode's 18x at -n 16 on two cores), until its timeout is charged to the
 agent. Under `jobs=auto` doit starts workers for the most that may be allowed (`workers`), and
 doit's main process lets only so many *agent* layers out at once (`PacedDispatch`); the other
-layers are cheap and go as doit hands them out. The limit of each agent (CLI) is found by `Pace`:
+layers are cheap and go as doit hands them out. A limit is kept per agent CLI and model (a
+"unit": `codex/gpt-5`, or the agent alone without a model): a slow remote model leaves the
+machine idle where a fast local one fills it. It is found by `Agent`:
 
-- one at a time first, for a baseline: the median agent time of its first runs;
-- then twice the limit at a time (1, 2, 4, 8: few runs are spent far below the point), while
-  the median agent time of the runs let out at the new limit stays within `WITHIN` of the
-  baseline and the throughput (runs under way / median time from dispatch to result, Little's
-  law, steadier than counting completions in a short window) rose by `RISE`; once a limit is
-  past that point, one more at a time from the best limit below it;
+- every run is judged against a baseline of its own kind (its scenario, variant, model and the
+  agent's settings: the agent key but the repeat): the median agent time of that kind's first
+  runs carried out alone (no other run of the unit under way); a kind with none yet uses the
+  time remembered for it, else its own first runs at the lowest concurrency it was seen at
+  (a kind first seen at a limit remembered from before is its own yardstick there: only a
+  slowdown that comes later, or the throughput, moves the limit for its runs);
+- one at a time first (the first runs give the baselines), then a higher limit (x2 up to 2,
+  then x1.5: 1, 2, 3, 4, 6, 9) while the median of the runs' agent times over their baselines
+  stays within `WITHIN` and the throughput (runs under way / median time from dispatch to
+  result, each over its baseline: Little's law, steadier than counting completions in a short
+  window) rose by `RISE`; once a limit is past that point, one more at a time from the best
+  limit below it;
+- a limit is judged only on runs let out while the unit really had `limit` of them under way,
+  and at a new limit as soon as half its window is past `MOST`, or a run timed out (a timeout
+  is no sample of the agent's time, but the strongest sign of too many at once), it is past
+  the point at once, without waiting for the window;
 - it settles at the limit of the best throughput among those whose agent time stayed within
   `MOST`; settled, a window whose median passes `MOST` takes the limit down one, and a window
-  within `WITHIN` back up one, no higher than where it settled (a slow spell, another program
-  on the machine, passes); a limit that passed `MOST` twice is not gone back to.
+  within `WITHIN` back up one, no higher than one above where it settled (a slow spell,
+  another program on the machine, passes); a limit that passed `MOST` twice is not gone back
+  to.
 
-Agents are paced apart, each against its own baseline, and share the machine: a run takes
-1/limit of it, so two CLIs run together fill it no further than either would alone (an opencode
-at limit 2 and a codex at limit 4 run one opencode beside two codex runs). Pacing them by the
-most sensitive one would leave the others slower than they need be when they run alone.
+Units are paced apart and share the machine: a run takes 1/limit of it, so two run together
+fill it no further than either would alone (an opencode at limit 2 and a codex at limit 4 run
+one opencode beside two codex runs). Held runs go oldest first: a run held only because the
+machine is full holds back the younger runs of every unit (one at its own limit holds back no
+other unit's), so a unit at limit 1 is not starved by one at 4 refilling as its runs end.
 
-What was found is kept in the project's `.llmtt/concurrency.json`, per agent and machine
-(cores), with the CLI's version and when: the next `jobs=auto` starts from it, and `doit run -n
-N` with N above it warns once (`oversubscribed`).
+What was found is kept in the project's `.llmtt/concurrency.json`, per unit and machine
+(cores), with the CLI's identity in the plan (its version and settings), the baselines of the
+kinds measured and when: the best limit measured (not the one the runs ended at), settled or
+not. The next `jobs=auto` starts from it (from one again when the plan names another version),
+and `doit run -n N` with N above a settled limit warns once (`oversubscribed`). A limit that
+stopped rising only at the worker count (`-n N`, or the most jobs=auto starts), or one
+measured while another unit's runs shared the machine, is kept as not settled: it is no
+ceiling, and nothing to warn of.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import multiprocessing
 import os
 import statistics
@@ -48,6 +68,7 @@ from pydantic import BaseModel, ValidationError
 from llmtt.errors import LlmttError
 from llmtt.plan.cache import RunSpec
 from llmtt.util.atomic import read_json, write_json
+from llmtt.util.hashing import hash_value
 
 WITHIN = 1.15  # raise the limit while the median agent time stays within this of the baseline
 MOST = 1.2  # never settle where it is past this; settled, a window past it steps down
@@ -55,41 +76,101 @@ RISE = 1.05  # a limit must raise the throughput by this much to count as better
 BASELINE_RUNS = 3  # runs one at a time for the baseline (its noise is in every comparison)
 WINDOW = 3  # the least runs a higher limit is judged on
 PER_CORE = 4  # the most agents at once jobs=auto may reach: this many per core
+MOST_WORKERS = 16  # and no more workers than this (~45 MB each) unless -n N says more
+KINDS = 64  # the most kinds' baselines remembered per unit (the latest measured)
 MEMORY = Path(".llmtt") / "concurrency.json"
-FORMAT = 1
+FORMAT = 2  # 1: one baseline an agent, and the limit the runs ended at (not read)
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 
 
 def cores() -> int:
-    """The cores this process may run on."""
+    """The cores this process may run on: those it may be scheduled on, no more than a cgroup
+    v2 CPU quota allows (`docker --cpus=2` on 64 cores leaves the affinity at 64)."""
     try:
-        return len(os.sched_getaffinity(0))
+        usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+        usable = os.cpu_count() or 1
+    quota = cgroup_quota(CPU_MAX)
+    return max(1, min(usable, quota)) if quota is not None else usable
 
 
-def workers(runs: int, found: Mapping[str, Found], agents: Iterable[str]) -> int:
+def cgroup_quota(path: Path) -> int | None:
+    """The cores a cgroup v2 `cpu.max` ("QUOTA PERIOD", or "max PERIOD": no quota) allows,
+    rounded up; None without a quota or a readable file."""
+    try:
+        parts = path.read_text().split()
+    except OSError:
+        return None
+    if len(parts) != 2 or parts[0] == "max":
+        return None
+    try:
+        quota, period = int(parts[0]), int(parts[1])
+    except ValueError:
+        return None
+    return math.ceil(quota / period) if quota > 0 and period > 0 else None
+
+
+def unit_of(spec: RunSpec) -> str:
+    """The unit a run is paced in: its agent, and its model when it has one."""
+    model = spec.keys.get("agent", {}).get("model")
+    return spec.agent if model in (None, "none") else f"{spec.agent}/{model}"
+
+
+def cli_of(spec: RunSpec) -> str | None:
+    """The plan's identity of a run's CLI (the agent key's part: its name, version and
+    settings), known before any run comes back."""
+    return spec.keys.get("agent", {}).get("agent")
+
+
+def kind_of(spec: RunSpec) -> str:
+    """A run's kind: its agent key but the repeat (scenario, variant, model, settings)."""
+    key = {k: v for k, v in spec.keys.get("agent", {}).items() if k != "repeat"}
+    return hash_value(key)[:16] if key else spec.agent
+
+
+def units(runs: Iterable[RunSpec]) -> dict[str, str | None]:
+    """The units of a plan's runs, with their CLI's identity."""
+    return {unit_of(run): cli_of(run) for run in runs}
+
+
+def workers(runs: int, found: Mapping[str, Found], plan: Mapping[str, str | None]) -> int:
     """The worker processes `jobs=auto` starts (`-n N` overrides it): for the most agents at
-    once it may reach, PER_CORE a core, or one more than an agent's settled limit when every
-    agent of the plan has one (a worker each agent layer under way, and one for the other
-    layers); no more than there are runs."""
-    most = PER_CORE * cores()
-    limits = [found[a].concurrency if a in found and found[a].settled else most for a in agents]
-    if limits:
-        most = min(most, max(limits) + 1)
-    return max(1, min(most, runs))
+    once it may reach (PER_CORE a core, at most MOST_WORKERS), or, when every unit of the plan
+    has a settled limit, for the largest of them plus one (it may try one above) and a worker
+    for the other layers; no more than there are runs. The runs counted are all those planned:
+    which are pending is known only once doit has checked each layer's status, after it has
+    read this."""
+    most = min(MOST_WORKERS, PER_CORE * cores())
+    limits = [
+        found[u].concurrency + 2 if u in found and _holds(found[u], cli) else most
+        for u, cli in plan.items()
+    ]
+    return max(1, min(most, max(limits, default=most), runs))
+
+
+def _holds(found: Found, cli: str | None) -> bool:
+    """Whether a remembered limit is one to go by: settled, and for this CLI."""
+    return found.settled and (cli is None or found.cli is None or found.cli == cli)
 
 
 class Found(BaseModel):
-    """What jobs=auto found for one agent on one machine."""
+    """What jobs=auto found for one unit (agent, model) on one machine."""
 
     agent: str
+    model: str | None = None
     cores: int
-    version: str | None  # the CLI's version, when the run recorded it
-    concurrency: int  # the limit reached
-    settled: bool  # False: the runs ended while it was still rising (it may go higher)
-    baseline_secs: float  # median agent time one at a time
-    runs_per_min: float | None  # the throughput measured at `concurrency`
+    cli: str | None = None  # the plan's identity of the CLI (version, settings)
+    version: str | None  # the CLI's version, when a run recorded it
+    concurrency: int  # the best limit measured
+    settled: bool  # False: still rising, stopped by the worker count, or measured shared
+    capped: bool = False  # it stopped rising at the worker count, not past the point
+    baselines: dict[str, float] = {}  # by kind: median agent time carried out alone
+    runs_per_min: float | None  # at `concurrency`, each run counted as its time / baseline
     at: str  # when (UTC, ISO 8601)
+
+    @property
+    def unit(self) -> str:
+        return self.agent if self.model is None else f"{self.agent}/{self.model}"
 
 
 class Memory(BaseModel):
@@ -100,44 +181,51 @@ class Memory(BaseModel):
 
 
 def remembered(root: Path) -> dict[str, Found]:
-    """What earlier jobs=auto found on this machine (its cores), by agent; a damaged file is
-    an LlmttError naming it."""
+    """What earlier jobs=auto found on this machine (its cores), by unit; a damaged file is
+    an LlmttError naming it, an older format's nothing (found again)."""
     path = root / MEMORY
     if not path.exists():
         return {}
     try:
-        memory = Memory.model_validate(read_json(path))
-    except ValidationError as exc:
+        raw = read_json(path)
+        if isinstance(raw, dict) and raw.get("format", FORMAT) != FORMAT:
+            return {}
+        memory = Memory.model_validate(raw)
+    except (ValidationError, LlmttError) as exc:
+        said = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
         raise LlmttError(
-            f"{path}: not what jobs=auto writes ({exc.errors()[0]['msg']}); delete it, and "
-            "the next `doit run jobs=auto` finds each agent's concurrency again"
+            f"{path}: not what jobs=auto writes ({said}); delete it, and the next "
+            "`doit run jobs=auto` finds each agent's concurrency again"
         ) from None
     here = cores()
-    return {f.agent: f for f in memory.found if f.cores == here}
+    return {f.unit: f for f in memory.found if f.cores == here}
 
 
 def remember(root: Path, found: Found) -> None:
-    """Keep what was found for an agent (in place of what was there for it and these cores)."""
+    """Keep what was found for a unit (in place of what was there for it and these cores)."""
     path = root / MEMORY
     try:
-        kept = Memory.model_validate(read_json(path)).found if path.exists() else []
+        raw = read_json(path) if path.exists() else {}
+        old = isinstance(raw, dict) and raw.get("format", FORMAT) != FORMAT
+        kept = [] if old else Memory.model_validate(raw).found
     except (ValidationError, LlmttError):
         kept = []  # damaged: what is found now replaces it
-    kept = [f for f in kept if (f.agent, f.cores) != (found.agent, found.cores)]
+    # (An older format's entries are dropped: they meant another thing.)
+    kept = [f for f in kept if (f.unit, f.cores) != (found.unit, found.cores)]
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, Memory(found=[*kept, found]).model_dump())
 
 
-def oversubscribed(root: Path, agents: Iterable[str], processes: int) -> str | None:
-    """The one-line warning for `doit run -n N` when N is above what jobs=auto found for an
-    agent of the plan on this machine (None: it is not, or nothing was found)."""
+def oversubscribed(root: Path, plan: Mapping[str, str | None], processes: int) -> str | None:
+    """The one-line warning for `doit run -n N` when N is above the settled limit jobs=auto
+    found for a unit of the plan on this machine (None: it is not, or nothing settled)."""
     found = remembered(root)
-    over = [found[a] for a in sorted(set(agents)) if a in found]
+    over = [found[u] for u in sorted(plan) if u in found and _holds(found[u], plan[u])]
     over = [f for f in over if processes > f.concurrency]
     if not over:
         return None
     said = ", ".join(
-        f"{f.agent}{' ' + f.version if f.version else ''}: {f.concurrency} ({f.at[:10]})"
+        f"{f.unit}{' ' + f.version if f.version else ''}: {f.concurrency} ({f.at[:10]})"
         for f in over
     )
     return (
@@ -148,49 +236,53 @@ def oversubscribed(root: Path, agents: Iterable[str], processes: int) -> str | N
 
 
 @dataclass
-class _Level:
-    """The runs of one agent let out under one limit."""
+class _Sample:
+    """A run let out while its unit had `limit` of them under way."""
 
-    agent_secs: list[float] = field(default_factory=list)
-    run_secs: list[float] = field(default_factory=list)  # dispatch to result, in doit's process
-    under_way: list[int] = field(default_factory=list)  # the agent's runs under way, at dispatch
-
-    def throughput(self, last: int) -> float:
-        """Runs a second over the last `last` runs (Little's law)."""
-        return statistics.mean(self.under_way[-last:]) / statistics.median(self.run_secs[-last:])
+    kind: str
+    agent_secs: float
+    run_secs: float  # dispatch to result, in doit's process
+    under_way: int  # the unit's runs under way at dispatch, itself included
 
 
 @dataclass
 class Agent:
-    """One agent's limit, and what it is found from (see the module)."""
+    """One unit's limit, and what it is found from (see the module)."""
 
     name: str
     cap: int
+    cli: str | None = None
     limit: int = 1
-    baseline: float | None = None
     settled: bool = False
-    ceiling: int = 0  # settled: the limit it settled at, which a step down may return to
+    capped: bool = False  # settled only because the cap stopped the rise
+    ceiling: int = 0  # settled: the most a window within WITHIN may take it back up to
     tripped: int | None = None  # the lowest limit found past the point, while rising
     strikes: dict[int, int] = field(default_factory=dict)  # settled: steps down from a limit
     version: str | None = None
+    guesses: dict[str, float] = field(default_factory=dict)  # by kind: remembered baselines
     runs_per_min: float | None = None  # remembered at `remembered`, for a first comparison
     remembered: int = 0
-    levels: dict[int, _Level] = field(default_factory=dict)
-    fresh: int = 0  # runs let out under `limit` that have come back since it was set
+    first: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # by kind
+    levels: dict[int, list[_Sample]] = field(default_factory=dict)
+    fresh: int = 0  # runs judged at `limit` since it was set
+    over: int = 0  # of them, past MOST
+    shared: bool = False  # a judged run ran beside another unit's
 
     @classmethod
-    def starting(cls, name: str, cap: int, found: Found | None) -> Agent:
-        """An agent's pacing: from what was found before, else one at a time."""
-        if found is None:
-            return cls(name, cap)
+    def starting(cls, name: str, cap: int, found: Found | None, cli: str | None) -> Agent:
+        """A unit's pacing: from what was found before for this CLI, else one at a time."""
+        if found is None or (cli is not None and found.cli is not None and found.cli != cli):
+            return cls(name, cap, cli)
+        limit = max(1, min(found.concurrency, cap))
         return cls(
             name,
             cap,
-            limit=min(found.concurrency, cap),
-            baseline=found.baseline_secs,
+            cli,
+            limit=limit,
             settled=found.settled,
-            ceiling=min(found.concurrency, cap) if found.settled else 0,
+            ceiling=min(found.concurrency + 1, cap) if found.settled else 0,
             version=found.version,
+            guesses=dict(found.baselines),
             runs_per_min=found.runs_per_min,
             remembered=found.concurrency,
         )
@@ -200,56 +292,98 @@ class Agent:
         as the limit (each run under way once)."""
         return BASELINE_RUNS if level == 1 else max(WINDOW, level)
 
+    def baseline(self, kind: str) -> float | None:
+        """The agent time of a kind's runs carried out alone (see the module)."""
+        seen = self.first.get(kind, [])
+        alone = [secs for n, secs in seen if n == 1]
+        if alone:
+            return statistics.median(alone)
+        if kind in self.guesses:
+            return self.guesses[kind]
+        if not seen:
+            return None
+        low = min(n for n, _ in seen)
+        return statistics.median(secs for n, secs in seen if n == low)
+
     def back(
-        self, level: int, agent_secs: float, run_secs: float, under_way: int, version: str | None
+        self,
+        level: int,
+        kind: str,
+        agent_secs: float | None,
+        run_secs: float,
+        under_way: int,
+        *,
+        shared: bool = False,
+        timed_out: bool = False,
     ) -> bool:
-        """A run let out under limit `level` came back; True when the limit moved."""
-        if version is not None and self.version is not None and version != self.version:
-            # Another version of the CLI than the one remembered: found again from the start.
-            fresh = Agent(self.name, self.cap, version=version)
-            self.__dict__.update(fresh.__dict__)
-            return True
-        self.version = self.version or version
-        lv = self.levels.setdefault(level, _Level())
-        lv.agent_secs.append(agent_secs)
-        lv.run_secs.append(run_secs)
-        lv.under_way.append(under_way)
+        """A run let out under limit `level` came back (`agent_secs` None: no sample of the
+        agent's time); True when the limit moved."""
+        if timed_out:
+            return level == self.limit and level > 1 and self._past(level)
+        if agent_secs is None:
+            return False
+        seen = self.first.setdefault(kind, [])
+        if sum(1 for n, _ in seen if n == under_way) < BASELINE_RUNS:
+            seen.append((under_way, agent_secs))
         if level != self.limit:
             return False  # let out under an earlier limit: it says nothing of this one
+        baseline = self.baseline(kind)
+        assert baseline is not None  # this run's own time is one
+        if level > 1 and agent_secs > MOST * baseline:
+            # Past MOST with fewer under way than the limit is as plain a sign, and sooner.
+            self.over += 1
+            if self.over >= math.ceil(self.window(level) / 2):
+                return self._past(level)  # half a window past MOST: no need to see the rest
+        if under_way != level:
+            return False  # the unit had fewer under way: says nothing of the limit's pace
+        self.levels.setdefault(level, []).append(_Sample(kind, agent_secs, run_secs, under_way))
+        self.shared = self.shared or shared
         self.fresh += 1
-        # The first run let out under a higher limit overlaps runs of the lower one as they
-        # end, which make it look faster than the limit makes it: a window begins after it.
-        if self.fresh < self.window(level) + (level > 1):
+        if self.fresh < self.window(level):
             return False
         return self._decide(level)
 
+    def _ratios(self, level: int, last: int) -> tuple[list[float], list[float], list[int]]:
+        """The last runs at `level`: agent and run times over their kind's baselines, and the
+        runs under way."""
+        runs = self.levels.get(level, [])[-last:]
+        bases = [self.baseline(s.kind) or s.agent_secs for s in runs]
+        return (
+            [s.agent_secs / b for s, b in zip(runs, bases, strict=True)],
+            [s.run_secs / b for s, b in zip(runs, bases, strict=True)],
+            [s.under_way for s in runs],
+        )
+
+    def _slower(self, level: int) -> float:
+        return statistics.median(self._ratios(level, self.window(level))[0])
+
     def _decide(self, level: int) -> bool:
-        lv = self.levels[level]
-        last = self.window(level)
-        median = statistics.median(lv.agent_secs[-last:])
-        if self.baseline is None:
-            self.baseline = median
-            return self._up(level)
-        slower = median / self.baseline
+        slower = self._slower(level)
         if self.settled:
             return self._watch(level, slower)
         lower = [n for n in self.levels if n < level and self._throughput(n) is not None]
         below = self._throughput(max(lower)) if lower else self._throughput(level - 1)
-        rose = below is None or lv.throughput(last) >= RISE * below
+        now = self._throughput(level)
+        rose = below is None or (now is not None and now >= RISE * below)
         if slower <= WITHIN and rose:
             return self._up(level)
-        # Past the point: the best limit below it, or, when a doubling passed over limits
-        # not tried, the one above the best.
+        return self._past(level)
+
+    def _past(self, level: int) -> bool:
+        """`level` is past the point: the best limit below it, or, when a step passed over
+        limits not tried, the one above the best (settled: one down)."""
+        if self.settled:
+            return self._watch(level, math.inf)
         self.tripped = min(self.tripped or level, level)
-        best = self._best(below=level + 1)
+        measured = len(self.levels.get(level, [])) >= self.window(level)
+        best = self._best(below=level + 1 if measured else level)
         if best + 1 < self.tripped and self._throughput(best + 1) is None:
             return self._move(best + 1)
         return self._settle(best)
 
     def _watch(self, level: int, slower: float) -> bool:
-        """Settled: one down past MOST, and back up to where it settled once within again
-        (a slow spell, another program busy on the machine); a limit that went past MOST
-        twice is not gone back to."""
+        """Settled: one down past MOST, and back up once within again, to no more than the
+        ceiling; a limit that went past MOST twice is not gone back to."""
         if slower > MOST and level > 1:
             self.strikes[level] = self.strikes.get(level, 0) + 1
             if self.strikes[level] > 1:
@@ -260,41 +394,47 @@ class Agent:
         return self._stay()
 
     def _up(self, level: int) -> bool:
-        """Within and faster at `level`: twice the limit until a limit is found past the
-        point, then one more at a time below it; settled at the best when none is left."""
-        higher = level * 2 if self.tripped is None else level + 1
+        """Within and faster at `level`: a step up (x2 to 2, then x1.5: past the point, a
+        step lets out more runs past the 1.2x target before it is seen) until a limit is
+        found past the point, then one more at a time below it; settled at the best when none
+        is left (capped when it was the cap, not a point past it, that left none)."""
+        higher = level + 1 if self.tripped is not None else max(level + 1, level * 3 // 2)
         higher = min(higher, self.cap, (self.tripped or self.cap + 1) - 1)
         if higher <= level:
+            self.capped = self.tripped is None and level >= self.cap
             return self._settle(self._best(below=level + 1))
         return self._move(higher)
 
     def _throughput(self, level: int) -> float | None:
-        """Runs a second measured at `level` in this invocation (or remembered for it)."""
-        lv = self.levels.get(level)
-        if lv is not None and len(lv.run_secs) >= self.window(level):
-            return lv.throughput(self.window(level))
+        """Runs a second measured at `level` in this invocation (or remembered for it), each
+        counted as its time over its kind's baseline."""
+        last = self.window(level)
+        if len(self.levels.get(level, [])) >= last:
+            _, runs, under_way = self._ratios(level, last)
+            return statistics.mean(under_way) / statistics.median(runs)
         if level == self.remembered and self.runs_per_min is not None:
             return self.runs_per_min / 60
         return None
 
+    def _measured(self) -> list[int]:
+        return sorted(n for n, runs in self.levels.items() if len(runs) >= self.window(n))
+
     def _best(self, below: int) -> int:
         """The lowest limit under `below` within RISE of the best throughput measured at a
-        limit whose agent time stayed within MOST of the baseline."""
-        assert self.baseline is not None
-        measured: dict[int, float] = {}
-        for level, lv in self.levels.items():
-            last = self.window(level)
-            if level >= below or len(lv.agent_secs) < last:
-                continue
-            if statistics.median(lv.agent_secs[-last:]) <= MOST * self.baseline:
-                measured[level] = lv.throughput(last)
+        limit whose agent time stayed within MOST of the baseline (none: one below the lowest
+        measured)."""
+        measured = {
+            n: self._throughput(n) or 0.0
+            for n in self._measured()
+            if n < below and self._slower(n) <= MOST
+        }
         if not measured:
-            return max(1, below - 1)
+            return max(1, min([n for n in self._measured() if n < below] or [below]) - 1)
         best = max(measured.values())
         return min(level for level, t in measured.items() if t * RISE >= best)
 
     def _move(self, limit: int) -> bool:
-        self.limit, self.fresh = max(1, limit), 0
+        self.limit, self.fresh, self.over = max(1, limit), 0, 0
         return True
 
     def _settle(self, limit: int) -> bool:
@@ -302,71 +442,114 @@ class Agent:
         return self._move(limit)
 
     def _stay(self) -> bool:
-        self.fresh = 0  # settled and within: watch the next window
+        self.fresh = self.over = 0  # settled and within: watch the next window
         return False
 
     def found(self, machine: int) -> Found | None:
-        """What to remember (None: no baseline yet): the limit settled at, or, while it is
-        still rising, the best limit measured so far."""
-        if self.baseline is None:
+        """What to remember (None: no limit measured in this invocation): the best limit
+        measured, settled only when the search ended past a point, on runs that had the
+        machine to their unit."""
+        measured = self._measured()
+        if not measured:
             return None
-        limit = self.limit if self.settled else self._best(below=self.limit + 1)
-        measured = self._throughput(limit)
+        limit = self._best(below=max(measured) + 1)
+        rate = self._throughput(limit)
+        kinds = {k: b for k in self.first if (b := self.baseline(k)) is not None}
+        kinds = {**self.guesses, **kinds}
+        agent, _, model = self.name.partition("/")
         return Found(
-            agent=self.name,
+            agent=agent,
+            model=model or None,
             cores=machine,
+            cli=self.cli,
             version=self.version,
             concurrency=limit,
-            settled=self.settled,
-            baseline_secs=round(self.baseline, 3),
-            runs_per_min=round(measured * 60, 2) if measured is not None else None,
+            settled=self.settled and not self.capped and not self.shared,
+            capped=self.capped,
+            baselines={k: round(b, 3) for k, b in list(kinds.items())[-KINDS:]},
+            runs_per_min=round(rate * 60, 2) if rate is not None else None,
             at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         )
 
 
 class Pace:
-    """The agents' limits under jobs=auto, and the runs under way (see the module). Times are
-    given to it, so a simulation can drive it."""
+    """The units' limits under jobs=auto, their held runs and those under way (see the
+    module). Times are given to it, so a simulation can drive it as doit's main process does."""
 
     def __init__(self, cap: int, found: Mapping[str, Found]) -> None:
         self.cap = cap
         self.found = found
         self.agents: dict[str, Agent] = {}
-        self.under_way: dict[str, tuple[str, int, float, int]] = {}  # key: agent, limit, at, n
+        self.held: dict[str, deque[tuple[int, str, str]]] = {}  # by unit: (order, key, kind)
+        self.order = 0
+        # key: unit, kind, limit, at, the unit's runs under way, another unit's under way
+        self.under_way: dict[str, tuple[str, str, int, float, int, bool]] = {}
 
-    def agent(self, name: str) -> Agent:
+    def agent(self, name: str, cli: str | None = None) -> Agent:
         if name not in self.agents:
-            self.agents[name] = Agent.starting(name, self.cap, self.found.get(name))
+            self.agents[name] = Agent.starting(name, self.cap, self.found.get(name), cli)
         return self.agents[name]
 
     def running(self, name: str) -> int:
         return sum(1 for a, *_ in self.under_way.values() if a == name)
 
-    def admits(self, name: str) -> bool:
-        """Whether a run of agent `name` may start now: under its limit, and within the
-        machine beside the other agents' runs (each takes 1/limit of it)."""
+    def hold(self, key: str, name: str, kind: str = "", cli: str | None = None) -> None:
+        """A run of unit `name` waits to be let out (`key` names it)."""
+        self.agent(name, cli)
+        self.order += 1
+        self.held.setdefault(name, deque()).append((self.order, key, kind))
+
+    def blocked(self, name: str) -> str | None:
+        """Why a run of unit `name` may not start now: "limit" (its unit has its limit under
+        way), "share" (the machine is full beside the other units' runs: each takes 1/limit
+        of it), or None."""
         if not self.under_way:
-            return True
-        agent = self.agent(name)
-        if self.running(name) >= agent.limit:
-            return False
-        taken = sum(1 / self.agent(a).limit for a, *_ in self.under_way.values())
-        return taken + 1 / agent.limit <= 1 + 1e-9
-
-    def start(self, key: str, name: str, now: float) -> None:
-        """A run of agent `name` was let out (`key` names it when it comes back)."""
-        self.under_way[key] = (name, self.agent(name).limit, now, self.running(name) + 1)
-
-    def back(
-        self, key: str, now: float, agent_secs: float | None, version: str | None = None
-    ) -> Agent | None:
-        """A run came back (`agent_secs` None: it was not carried out, and says nothing of the
-        pace); the agent whose limit moved, if it did."""
-        name, limit, at, under_way = self.under_way.pop(key)
-        if agent_secs is None:
             return None
         agent = self.agent(name)
-        moved = agent.back(limit, agent_secs, now - at, under_way, version)
+        if self.running(name) >= agent.limit:
+            return "limit"
+        taken = sum(1 / self.agent(a).limit for a, *_ in self.under_way.values())
+        return None if taken + 1 / agent.limit <= 1 + 1e-9 else "share"
+
+    def admitted(self, now: float) -> str | None:
+        """The held run to let out now (its key; None: none): the oldest held whose unit is
+        not at its limit, unless an older one waits only for room on the machine."""
+        for name, queue in sorted(self.held.items(), key=lambda item: item[1][0][0]):
+            why = self.blocked(name)
+            if why == "share":
+                return None  # the oldest that may go next waits for room: no younger passes
+            if why is None:
+                _, key, kind = queue.popleft()
+                if not queue:
+                    del self.held[name]
+                self.start(key, name, now, kind)
+                return key
+        return None
+
+    def start(self, key: str, name: str, now: float, kind: str = "") -> None:
+        """A run of unit `name` was let out."""
+        others = any(a != name for a, *_ in self.under_way.values())
+        limit = self.agent(name).limit
+        self.under_way[key] = (name, kind, limit, now, self.running(name) + 1, others)
+
+    def back(
+        self,
+        key: str,
+        now: float,
+        agent_secs: float | None,
+        version: str | None = None,
+        *,
+        timed_out: bool = False,
+    ) -> Agent | None:
+        """A run came back (`agent_secs` None: no sample of the agent's time: not carried
+        out, failed, or timed out); the unit whose limit moved, if it did."""
+        name, kind, limit, at, under_way, shared = self.under_way.pop(key)
+        shared = shared or any(a != name for a, *_ in self.under_way.values())
+        agent = self.agent(name)
+        agent.version = agent.version or version
+        moved = agent.back(
+            limit, kind, agent_secs, now - at, under_way, shared=shared, timed_out=timed_out
+        )
         return agent if moved else None
 
 
@@ -374,17 +557,21 @@ class PacedDispatch:
     """doit's multiprocess dispatch (`MRunner.get_next_job`) with the agent layers held back
     under jobs=auto: a held agent layer waits in doit's main process, its worker given doit's
     'hold on' meanwhile, and goes as soon as `Pace` admits it (see the module). Mixed into
-    `llmtt.taskgraph.runner.WorkerRunner`; without jobs=auto it is doit's dispatch."""
+    `llmtt.taskgraph.runner.WorkerRunner`; without jobs=auto it is doit's dispatch.
+
+    A worker whose task ended is given a held agent layer before the task's end is told to
+    doit (which could hand it the run's next layer instead): with one worker more than the
+    limit, a worker busy with an evaluate layer would otherwise leave fewer than `limit`
+    agents running. The end is told at the next call, before doit is asked for anything."""
 
     pace: Pace | None = None
     root: Path | None = None
-    held: dict[str, deque[tuple[int, Any]]]  # by agent: (order held in, doit's node)
     exhausted = False  # doit's dispatcher has no task left to hand out (held ones aside)
 
     def _run_tasks_init(self, task_dispatcher: Any) -> None:
         super()._run_tasks_init(task_dispatcher)  # type: ignore[misc]
-        self.held = {}
-        self.order = 0
+        self.nodes: dict[str, Any] = {}  # held agent layers, by task name
+        self.unsent: list[Any] = []  # ended tasks doit has not been told of yet
         session = _session(self.tasks.values())  # type: ignore[attr-defined]
         if session is not None and session.variables.get("jobs") == "auto":
             self.root = Path(session.root)
@@ -400,27 +587,27 @@ class PacedDispatch:
             return super().get_next_job(completed)  # type: ignore[misc]
         if self._stop_running:  # type: ignore[attr-defined]
             return None
-        send = completed
+        if completed is not None:
+            self.unsent.append(completed)
         while True:
-            if send is None and (admitted := self._admitted()) is not None:
+            if (admitted := self._admitted()) is not None:
                 return self._job(admitted)
-            node = self._dispatched(send)
-            send = None
+            node = self._dispatched(self.unsent.pop(0) if self.unsent else None)
             if node is None or node == "hold on":  # nothing doit can hand out now
-                if (admitted := self._admitted()) is not None:
-                    return self._job(admitted)
-                if node is None and not self.held:
+                if self.unsent:
+                    continue  # an end not told yet may let out what it waits for
+                if node is None and not self.nodes:
                     return None  # nothing left at all: the worker may end
                 self.free_proc += 1  # type: ignore[attr-defined]
                 return JobHold()  # the worker waits for what a result lets out
             if not self.select_task(node, self.tasks):  # type: ignore[attr-defined]
-                send = node  # up to date (or failed its dependencies): done with at once
+                self.unsent.append(node)  # up to date (or failed its dependencies)
                 continue
             spec = _agent_of(node.task)
             if spec is None:
                 return self._job(node)
-            self.order += 1  # in turn, behind the agent layers held before it
-            self.held.setdefault(spec.agent, deque()).append((self.order, node))
+            self.nodes[node.task.name] = node
+            self.pace.hold(node.task.name, unit_of(spec), kind_of(spec), cli_of(spec))
 
     def _dispatched(self, completed: Any) -> Any:
         """doit's dispatcher's next node, "hold on", or None when it has none left."""
@@ -433,17 +620,10 @@ class PacedDispatch:
             return None
 
     def _admitted(self) -> Any:
-        """The held agent layer to let out now, the longest held first among the agents
-        `Pace` admits a run of (None: none). An agent at its limit holds back no other's."""
+        """The held agent layer `Pace` lets out now (None: none)."""
         assert self.pace is not None
-        for agent, queue in sorted(self.held.items(), key=lambda item: item[1][0][0]):
-            if self.pace.admits(agent):
-                _, node = queue.popleft()
-                if not queue:
-                    del self.held[agent]
-                self.pace.start(node.task.name, agent, time.monotonic())
-                return node
-        return None
+        key = self.pace.admitted(time.monotonic())
+        return None if key is None else self.nodes.pop(key)
 
     def _job(self, node: Any) -> Any:
         """doit's job for a task (as `MRunner.get_next_job` makes it)."""
@@ -458,8 +638,8 @@ class PacedDispatch:
             return
         spec = _agent_of(task)
         assert spec is not None and self.root is not None
-        secs, version = _agent_time(Path(spec.dir), result)
-        moved = self.pace.back(task.name, time.monotonic(), secs, version)
+        secs, version, timed_out = _agent_time(Path(spec.dir), result)
+        moved = self.pace.back(task.name, time.monotonic(), secs, version, timed_out=timed_out)
         found = moved.found(cores()) if moved is not None else None
         if found is not None:
             try:
@@ -485,18 +665,25 @@ def _session(tasks: Iterable[Any]) -> Any:
     return None
 
 
-def _agent_time(run_dir: Path, result: Mapping[str, Any]) -> tuple[float | None, str | None]:
-    """The agent time of a run that came back, and its CLI's version, from its run.json (None:
-    it was not carried out: refused, lost, failed before its agent started)."""
+def _agent_time(run_dir: Path, result: Mapping[str, Any]) -> tuple[float | None, str | None, bool]:
+    """From a run that came back, its run.json: its agent time when it is a sample of the
+    agent's normal time (completed, exit code 0, a natural stop: a CLI that fails at once
+    says nothing of the pace), the CLI's version, and whether it timed out."""
     values = result.get("task", {}).get("values") or {}
     if result.get("failure") is not None or values.get("status") == "error":
-        return None, None
+        return None, None, False
     try:
         record = read_json(run_dir / "run.json")
     except (OSError, LlmttError):
-        return None, None
-    secs = record.get("agent_duration_secs")
-    if not isinstance(secs, int | float) or record.get("status") == "error":
-        return None, None
+        return None, None, False
     version = (record.get("versions") or {}).get("agent")
-    return float(secs), str(version) if version else None
+    version = str(version) if version else None
+    if record.get("timed_out") or record.get("status") == "timeout":
+        return None, version, True
+    secs = record.get("agent_duration_secs")
+    normal = (
+        record.get("status") == "completed"
+        and record.get("exit_code") == 0
+        and record.get("natural_stop") is not False
+    )
+    return (float(secs) if normal and isinstance(secs, int | float) else None), version, False

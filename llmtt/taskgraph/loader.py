@@ -253,8 +253,10 @@ def _workers(
 
 
 def _pace(session: Session) -> None:
-    """jobs=auto: what it found before is read now (a damaged file is the user's to hear of
-    before any run). `doit run -n N` above what it found for an agent of the plan: one line."""
+    """jobs=auto: what it found before is read now (a damaged file is a located error before
+    any run: the user asked for the pacing it holds). `doit run -n N` above a limit it found
+    for a unit of the plan: one line (the file is advisory there: a damaged one is a warning,
+    and the runs go on)."""
     from llmtt.taskgraph import concurrency
 
     if session.processes < 1:
@@ -262,8 +264,11 @@ def _pace(session: Session) -> None:
     if session.variables.get("jobs") == "auto":
         concurrency.remembered(session.root)
         return
-    agents = {run.agent for run in session.tasks.runs}
-    warning = concurrency.oversubscribed(session.root, agents, session.processes)
+    plan = concurrency.units(session.tasks.runs)
+    try:
+        warning = concurrency.oversubscribed(session.root, plan, session.processes)
+    except LlmttError as exc:
+        warning = f"{exc} (read only to warn of -n {session.processes})"
     if warning is not None:
         sys.stderr.write(console(f"llmtt: warning: {warning}\n"))
 

@@ -144,8 +144,8 @@ class Session:
                 found = concurrency.remembered(self.root)
             except LlmttError:  # damaged: said when doit asks for the tasks
                 found = {}
-            agents = {run.agent for run in self.tasks.runs}
-            config["num_process"] = concurrency.workers(len(self.tasks.runs), found, agents)
+            plan = concurrency.units(self.tasks.runs)
+            config["num_process"] = concurrency.workers(len(self.tasks.runs), found, plan)
         if self.executor == "ray":
             # doit runs the layers' actions in threads, each waiting for its layer on the
             # cluster (`-n`, else [executor] max_in_flight, of them).

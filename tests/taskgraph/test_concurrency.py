@@ -14,6 +14,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -25,15 +26,20 @@ from doit.task import Task
 
 from llmtt.errors import LlmttError
 from llmtt.plan.cache import RunSpec
+from llmtt.taskgraph import concurrency
 from llmtt.taskgraph.concurrency import (
+    Agent,
     Found,
     Pace,
+    _agent_time,
+    cgroup_quota,
     cores,
     oversubscribed,
     remember,
     remembered,
     workers,
 )
+from llmtt.taskgraph.loader import _pace
 from llmtt.taskgraph.runner import WorkerRunner
 from llmtt.taskgraph.session import Session
 
@@ -47,25 +53,27 @@ def agent_time(base: float, knee: float, under_way: int, rng: random.Random) -> 
     return base * slowdown * rng.uniform(0.92, 1.08)
 
 
-def simulate(pace: Pace, runs: dict[str, int], base: dict[str, float], knee: float, seed: int):
-    """Carry out `runs` (per agent) under `pace`, as doit's main process lets them out; the
-    limit each run was let out under, and its time."""
+def simulate(
+    pace: Pace, runs: dict[str, int], base: dict[str, float], knee: float, seed: int
+) -> tuple[list[tuple[str, int, float]], float]:
+    """Carry out `runs` (per unit) under `pace`, let out by its admission as doit's main
+    process lets them out (`PacedDispatch`: all held at once, then admitted one by one): the
+    limit each run was let out under and its time, and when the last ended."""
     rng = random.Random(seed)
     pending = [name for name, n in runs.items() for _ in range(n)]
     rng.shuffle(pending) if len(runs) > 1 else None
+    for key, name in enumerate(pending):
+        pace.hold(str(key), name, name, "cli 1.0")
     now, ends, done = 0.0, [], []
-    key = 0
-    while pending or ends:
-        while pending and pace.admits(pending[0]):
-            name = pending.pop(0)
-            key += 1
-            pace.start(str(key), name, now)
+    while pace.held or ends:
+        while (key := pace.admitted(now)) is not None:
+            name, _, limit, *_ = pace.under_way[key]
             secs = agent_time(base[name], knee, len(ends) + 1, rng)
-            heapq.heappush(ends, (now + secs, str(key), name, secs, pace.agent(name).limit))
-        now, k, name, secs, limit = heapq.heappop(ends)
-        pace.back(k, now, secs, "1.0")
+            heapq.heappush(ends, (now + secs, key, name, secs, limit))
+        now, key, name, secs, limit = heapq.heappop(ends)
+        pace.back(key, now, secs, "1.0")
         done.append((name, limit, secs))
-    return done
+    return done, now
 
 
 def fixed(base: float, knee: float, seed: int, most: int) -> dict[int, float]:
@@ -80,14 +88,15 @@ def fixed(base: float, knee: float, seed: int, most: int) -> dict[int, float]:
     }
 
 
-def settle(knee: float, seed: int) -> tuple[bool, bool]:
+def settle(knee: float, seed: int, cap: int = 8) -> tuple[bool, bool]:
     """64 runs under jobs=auto: whether the limit found is within 10% of the best fixed
-    throughput, and whether its runs' median agent time stayed within 1.2x of one at a time."""
-    pace = Pace(8, {})
-    done = simulate(pace, {"cli": 64}, {"cli": 4.0}, knee, seed)
+    throughput (of -n 1 to the cap), and whether its runs' median agent time stayed within
+    1.2x of one at a time."""
+    pace = Pace(cap, {})
+    done, _ = simulate(pace, {"cli": 64}, {"cli": 4.0}, knee, seed)
     found = pace.agent("cli").found(2)
     assert found is not None
-    rates = fixed(4.0, knee, seed, 8)
+    rates = fixed(4.0, knee, seed, cap)
     near = rates.get(found.concurrency, 0) >= 0.9 * max(rates.values())
     alone = statistics.median(s for _, limit, s in done if limit == 1)
     there = [s for _, limit, s in done if limit == found.concurrency]
@@ -109,30 +118,54 @@ def test_a_late_knee_is_mostly_found_and_never_overshot(knee: float):
     assert sum(near for near, _ in outcomes) >= 7
 
 
+@pytest.mark.parametrize("cap", [1, 2, 4, 6])
+def test_the_worker_count_bounds_the_search_and_a_capped_limit_is_not_settled(cap: int):
+    # -n 1 jobs=auto, -n 2, -n 4 and -n 6 on a knee at 4: within the cap, near its best.
+    assert [settle(4, seed, cap) for seed in range(1, 6)] == [(True, True)] * 5
+    pace = Pace(cap, {})
+    simulate(pace, {"cli": 48}, {"cli": 4.0}, 4, 1)
+    found = pace.agent("cli").found(2)
+    assert found is not None and found.concurrency <= cap
+    # Stopped by the cap below the knee's point past it: nothing settled to hold -n N to.
+    assert (found.capped, found.settled) == ((True, False) if cap <= 4 else (False, True))
+
+
+def test_a_step_past_the_point_is_seen_within_half_a_window():
+    # x1.5, not x2, past 2; and at a limit past the point, as soon as half its window is past
+    # 1.2x.
+    pace = Pace(16, {})
+    done, _ = simulate(pace, {"cli": 64}, {"cli": 4.0}, 4, 3)
+    limits = [limit for _, limit, _ in done]
+    tried = sorted(set(limits))
+    assert tried[:4] == [1, 2, 3, 4] and 8 not in tried, tried
+    # Left before a full window (6) of runs judged at it: those let out meanwhile are the
+    # ones under way as the first came back, at ~1.5x rather than the ~2x of a step to 8.
+    assert len(pace.agent("cli").levels.get(6, [])) < 6 and limits.count(6) <= 10, limits
+    assert pace.agent("cli").limit in (4, 5)
+
+
 def throughput(pace: Pace | None, knee: float, seed: int, fixed_n: int = 0) -> tuple[float, float]:
     """Runs a second of 64 runs carried out under `pace` (or `fixed_n` at once, as `-n N`),
     and their median agent time."""
+    if pace is not None:
+        done, end = simulate(pace, {"cli": 64}, {"cli": 4.0}, knee, seed)
+        return 64 / end, statistics.median(s for _, _, s in done)
     rng = random.Random(seed)
     now, ends, times, pending = 0.0, [], [], 64
     while pending or ends:
-        while pending and (len(ends) < fixed_n if pace is None else pace.admits("cli")):
+        while pending and len(ends) < fixed_n:
             pending -= 1
-            if pace is not None:
-                pace.start(str(pending), "cli", now)
             secs = agent_time(4.0, knee, len(ends) + 1, rng)
             heapq.heappush(ends, (now + secs, str(pending), secs))
         now, key, secs = heapq.heappop(ends)
         times.append(secs)
-        if pace is not None:
-            pace.back(key, now, secs, "1.0")
     return 64 / now, statistics.median(times)
 
 
 @pytest.mark.parametrize("knee", [1.5, 2, 4, 6])
 def test_the_next_jobs_auto_starts_from_what_was_found(knee: float):
     # The first invocation pays for its search (one at a time for the baseline, then the
-    # rise: 62% of -n 8's throughput for a knee at 8); the next one starts where it settled.
-    # (A knee at 8 found at 7 by the first, as near the margin it can be, stays at 87%.)
+    # rise); the next one starts where the best was measured, and may try one above it.
     for seed in (1, 2, 3):
         first = Pace(8, {})
         throughput(first, knee, seed)
@@ -147,52 +180,192 @@ def test_the_next_jobs_auto_starts_from_what_was_found(knee: float):
 
 def test_two_agents_share_the_machine_each_within_its_own_limit():
     pace = Pace(8, {})
-    done = simulate(pace, {"slow": 40, "fast": 40}, {"slow": 8.0, "fast": 2.0}, 2, 5)
+    done, _ = simulate(pace, {"slow": 40, "fast": 40}, {"slow": 8.0, "fast": 2.0}, 2, 5)
     assert {name for name, _, _ in done} == {"slow", "fast"}
+    # Each the other's load: together they fill a machine whose knee is at 2, each within
+    # 1.2x of its runs one at a time.
     for name in ("slow", "fast"):
         assert 1 <= pace.agent(name).limit <= 3
+        alone = statistics.median(s for n, limit, s in done if limit == 1 and n == name)
+        assert statistics.median(s for n, _, s in done if n == name) <= 1.2 * alone
+    # Settled on runs beside the other's: kept as not settled (it may be higher alone).
+    slow = pace.agent("slow")
+    found = slow.found(2)
+    assert slow.settled and slow.shared and found is not None and not found.settled
+
+
+def test_a_limit_is_judged_only_on_runs_started_with_that_many_under_way():
+    agent = Agent("codex", 8)
+    for level, under_way in [(1, 1)] * 3 + [(2, 2)] * 3:  # the baseline, then a rise at 2
+        agent.back(level, "k", 4.0, 4.0, under_way)
+    assert agent.limit == 3
+    # Another CLI's runs beside it leave it two under way: no sign that 3 does not pay.
+    for _ in range(6):
+        assert not agent.back(3, "k", 4.0, 4.0, 2, shared=True)
+    assert (agent.limit, agent.settled) == (3, False)
+
+
+def test_held_runs_go_oldest_first_when_only_the_machine_is_full():
+    pace = Pace(8, {})
+    pace.agents["a"] = Agent("a", 8, limit=4)
+    pace.hold("a1", "a")
+    pace.hold("a2", "a")
+    pace.hold("b1", "b")  # b at 1: it needs the whole machine
+    pace.hold("a3", "a")
+    assert [pace.admitted(0.0) for _ in range(3)] == ["a1", "a2", None]
+    pace.back("a1", 1.0, None)
+    assert pace.admitted(1.0) is None  # a3 does not pass b1, which waits for room
+    pace.back("a2", 2.0, None)
+    assert (pace.admitted(2.0), pace.admitted(2.0)) == ("b1", None)
+    pace.back("b1", 3.0, None)
+    assert pace.admitted(3.0) == "a3"
+
+
+def test_each_run_is_judged_against_its_own_kind_and_model(tmp_path: Path):
+    # codex settled at 4 on a fast model's 3 s runs; the same model on another scenario
+    # taking 30 s a run is no slowdown, and another model starts its own search.
+    found = Found(
+        agent="codex",
+        model="fast",
+        cores=cores(),
+        cli="codex 1.0",
+        version="1.0",
+        concurrency=4,
+        settled=True,
+        baselines={"short": 3.0},
+        runs_per_min=80.0,
+        at="2026-11-27T03:00:00+00:00",
+    )
+    remember(tmp_path, found)
+    memory = remembered(tmp_path)
+    pace = Pace(8, memory)
+    for key in range(12):
+        pace.hold(str(key), "codex/fast", "long" if key >= 4 else "short", "codex 1.0")
+    pace.hold("other", "codex/slow", "long", "codex 1.0")
+    rng, now, ends = random.Random(1), 0.0, []
+    while pace.held or ends:
+        while (key := pace.admitted(now)) is not None:
+            base = 30.0 if pace.under_way[key][1] == "long" else 3.0
+            heapq.heappush(ends, (now + base * rng.uniform(0.95, 1.05), key))
+        now, key = heapq.heappop(ends)
+        pace.back(key, now, now - pace.under_way[key][3], "1.0")
+    assert pace.agent("codex/fast").limit >= 4  # one above where it settled may be tried
+    assert pace.agent("codex/slow").limit == 1 and not pace.agent("codex/slow").settled
+
+
+def test_a_remembered_limit_may_rise_again():
+    # A limit remembered at 1 (a busy machine then) is no ceiling: one above it is tried.
+    found = Found(
+        agent="cli",
+        cores=2,
+        version=None,
+        concurrency=1,
+        settled=True,
+        baselines={"cli": 4.0},
+        runs_per_min=15.0,
+        at="2026-11-27T03:00:00+00:00",
+    )
+    pace = Pace(8, {"cli": found})
+    done, _ = simulate(pace, {"cli": 32}, {"cli": 4.0}, 4, 2)
+    assert pace.agent("cli").limit == 2
+    again = pace.agent("cli").found(2)
+    assert again is not None and again.concurrency == 2 and again.settled
+
+
+def test_a_timeout_steps_down_and_a_failed_run_is_no_sample(tmp_path: Path):
+    pace = Pace(8, {})
+    pace.agents["cli"] = Agent("cli", 8, limit=4)
+    for key in "abcd":
+        pace.hold(key, "cli")
+        pace.admitted(0.0)
+    assert pace.back("a", 0.3, None) is None  # a CLI failing at once: no sample
+    assert pace.agent("cli").first == {}
+    assert pace.back("b", 120.0, None, timed_out=True) is not None
+    assert pace.agent("cli").limit < 4
+    run = tmp_path / "run"
+    run.mkdir()
+    record = {"agent_duration_secs": 0.3, "status": "completed", "exit_code": 1}
+    for change, expected in [
+        ({}, (None, None, False)),
+        ({"exit_code": 0}, (0.3, None, False)),
+        ({"exit_code": 0, "natural_stop": False}, (None, None, False)),
+        ({"status": "timeout", "timed_out": True}, (None, None, True)),
+    ]:
+        (run / "run.json").write_text(json.dumps({**record, **change}))
+        assert _agent_time(run, {}) == expected, change
+
+
+def test_a_new_version_of_the_cli_in_the_plan_is_found_again(tmp_path: Path):
+    found = Found(
+        agent="codex",
+        cores=2,
+        cli="codex 1.0",
+        version="1.0",
+        concurrency=4,
+        settled=True,
+        runs_per_min=80.0,
+        at="2026-11-27T03:00:00+00:00",
+    )
+    # Known from the plan, before any run of the new version comes back.
+    assert Pace(8, {"codex": found}).agent("codex", "codex 2.0").limit == 1
+    assert Pace(8, {"codex": found}).agent("codex", "codex 1.0").limit == 4
+    assert workers(100, {"codex": found}, {"codex": "codex 2.0"}) == min(16, 4 * cores())
 
 
 def test_what_was_found_is_remembered_and_warns_a_larger_n(tmp_path: Path):
     pace = Pace(8, {})
     simulate(pace, {"codex": 64}, {"codex": 3.0}, 4, 1)
-    found = pace.agent("codex").found(2)
+    found = pace.agent("codex").found(cores())
     assert found is not None and found.settled and found.version == "1.0"
     remember(tmp_path, found)
     again = remembered(tmp_path)  # another machine's (cores) entry would not be read
-    assert again["codex"].concurrency == pace.agent("codex").limit
+    assert again["codex"].concurrency == found.concurrency
     # The next jobs=auto starts from it, watching; it does not start over from one.
     follow = Pace(8, again)
     assert follow.agent("codex").limit == found.concurrency and follow.agent("codex").settled
+    plan = {"codex": "cli 1.0", "oracle": None}
     above = found.concurrency + 1
-    warning = oversubscribed(tmp_path, ["codex", "oracle"], above)
+    warning = oversubscribed(tmp_path, plan, above)
     assert warning is not None and f"codex 1.0: {found.concurrency} (" in warning
-    assert oversubscribed(tmp_path, ["codex"], found.concurrency) is None
-    assert oversubscribed(tmp_path, ["oracle"], 16) is None
+    assert oversubscribed(tmp_path, plan, found.concurrency) is None
+    assert oversubscribed(tmp_path, {"oracle": None}, 16) is None
+    assert oversubscribed(tmp_path, {"codex": "cli 2.0"}, above) is None  # another version
+    # The first format's file (the limit the runs ended at) is not read, and is replaced.
+    path = tmp_path / ".llmtt" / "concurrency.json"
+    first = {"format": 1, "found": [{**found.model_dump(), "agent": "oracle"}]}
+    path.write_text(json.dumps(first))
+    assert remembered(tmp_path) == {}
+    remember(tmp_path, found)
+    assert json.loads(path.read_text())["format"] == 2 and len(remembered(tmp_path)) == 1
+    # A limit not settled (still rising, or stopped by the worker count) is nothing to warn of.
+    remember(tmp_path, found.model_copy(update={"settled": False}))
+    assert oversubscribed(tmp_path, plan, above) is None
 
 
-def test_a_new_version_of_the_cli_is_found_again(tmp_path: Path):
-    found = Found(
-        agent="codex",
-        cores=2,
-        version="1.0",
-        concurrency=4,
-        settled=True,
-        baseline_secs=3.0,
-        runs_per_min=80.0,
-        at="2026-11-27T03:00:00+00:00",
-    )
-    pace = Pace(8, {"codex": found})
-    pace.start("a", "codex", 0.0)
-    assert pace.back("a", 3.0, 3.0, "2.0") is not None
-    assert pace.agent("codex").limit == 1 and pace.agent("codex").baseline is None
-
-
-def test_a_damaged_memory_names_the_file(tmp_path: Path):
+def test_a_damaged_memory_names_the_file_and_only_warns_a_plain_n(tmp_path: Path, capsys):
     (tmp_path / ".llmtt").mkdir()
     (tmp_path / ".llmtt" / "concurrency.json").write_text('{"found": [{"agent": 1}]}')
-    with pytest.raises(Exception, match=r"concurrency.json: .*delete it"):
+    with pytest.raises(LlmttError, match=r"concurrency.json: .*delete it"):
         remembered(tmp_path)
+    spec = RunSpec("r1", str(tmp_path / "r1"), "", "codex", None, {}, "")
+    session = SimpleNamespace(
+        root=tmp_path, processes=4, variables={}, tasks=SimpleNamespace(runs=[spec])
+    )
+    _pace(session)  # type: ignore[arg-type]
+    err = capsys.readouterr().err
+    assert err.count("warning:") == 1 and "concurrency.json: not what jobs=auto" in err, err
+    session.variables["jobs"] = "auto"
+    with pytest.raises(LlmttError, match="concurrency.json"):
+        _pace(session)  # type: ignore[arg-type]
+
+
+def test_the_machine_is_what_a_cgroup_quota_allows(tmp_path: Path):
+    cpu_max = tmp_path / "cpu.max"
+    for text, expected in [("max 100000", None), ("200000 100000", 2), ("150000 100000", 2)]:
+        cpu_max.write_text(text + "\n")
+        assert cgroup_quota(cpu_max) == expected
+    assert cgroup_quota(tmp_path / "missing") is None
+    assert 1 <= cores() <= (os.cpu_count() or 1)
 
 
 def test_doit_run_jobs_auto_paces_the_agents_and_a_larger_n_is_warned(project: Project) -> None:
@@ -222,10 +395,16 @@ def test_doit_run_jobs_auto_paces_the_agents_and_a_larger_n_is_warned(project: P
     assert spans[0][1] <= spans[1][0] and spans[1][1] <= spans[2][0], spans
     memory = json.loads((project.root / ".llmtt" / "concurrency.json").read_text())
     (found,) = memory["found"]
-    # Three runs for the baseline, four at 2 (the first of them overlapping the last at 1):
-    # 2 found, and rising still (1 if 2 was slower past the margin on a busy machine).
+    # Three runs for the baseline, four at 2 (three of them started with two under way, the
+    # window 2 is judged on): 2 found, and rising still (1 if 2 was slower past the margin on
+    # a busy machine).
     assert found["agent"] == "oracle" and found["concurrency"] in (1, 2), found
-    assert 0.3 < found["baseline_secs"] < 5
+    (baseline,) = found["baselines"].values()  # one kind: one scenario on one model
+    assert 0.3 < baseline < 5
+    # Still rising: nothing to warn of. Settled (as a later jobs=auto would leave it): once.
+    assert concurrency.oversubscribed(project.root, {"oracle": None}, 3) is None
+    memory["found"][0]["settled"] = True
+    (project.root / ".llmtt" / "concurrency.json").write_text(json.dumps(memory))
     again = project.doit("run", "-n", "3", "repeats=7")  # nothing to do, but -n 3 > found
     assert again.code == 0, again.out + again.err
     assert again.err.count("warning: -n 3 is above what jobs=auto found") == 1, again.err
@@ -263,7 +442,7 @@ def _agent(session: _Session, spec: RunSpec) -> dict[str, Any]:
     started = time.time()
     time.sleep(0.3)
     Path(spec.dir).mkdir(parents=True)
-    record = {"agent_duration_secs": time.time() - started, "status": "completed"}
+    record = {"agent_duration_secs": time.time() - started, "status": "completed", "exit_code": 0}
     (Path(spec.dir) / "run.json").write_text(json.dumps(record))
     (Path(spec.dir) / "span").write_text(f"{started} {time.time()}")
     return {"status": "completed"}
@@ -289,24 +468,54 @@ def test_the_paced_dispatch_outlives_a_dead_worker(tmp_path: Path) -> None:
         tuple(map(float, (tmp_path / f"r{i}" / "span").read_text().split())) for i in (2, 3, 4)
     )
     assert spans[0][1] <= spans[1][0] and spans[1][1] <= spans[2][0], spans
-    assert runner.pace.agent("cli").baseline is not None
+    assert runner.pace.agent("cli").baseline("cli") is not None
 
 
-def test_the_workers_started_follow_what_was_found(tmp_path: Path) -> None:
+def test_the_workers_started_follow_what_was_found(monkeypatch) -> None:
     found = Found(
         agent="codex",
         cores=2,
         version=None,
         concurrency=3,
         settled=True,
-        baseline_secs=3.0,
         runs_per_min=None,
         at="2026-11-27T03:00:00+00:00",
     )
-    most = 4 * cores()
-    assert workers(100, {}, ["codex"]) == most  # nothing found: for the most it may reach
-    assert workers(100, {"codex": found}, ["codex"]) == 4  # its limit, and one other layer
-    assert workers(100, {"codex": found}, ["codex", "opencode"]) == most  # opencode unknown
+    most = min(16, 4 * cores())
+    codex = {"codex": None}
+    assert workers(100, {}, codex) == most  # nothing found: for the most it may reach
+    # Its limit, one above it that may be tried, and one for the other layers.
+    assert workers(100, {"codex": found}, codex) == min(most, 5)
+    assert workers(100, {"codex": found}, {**codex, "opencode": None}) == most  # unknown
     rising = found.model_copy(update={"settled": False})
-    assert workers(100, {"codex": rising}, ["codex"]) == most  # it may go higher
-    assert workers(2, {}, ["codex"]) == 2
+    assert workers(100, {"codex": rising}, codex) == most  # it may go higher
+    assert workers(2, {}, codex) == 2
+    monkeypatch.setattr(concurrency, "cores", lambda: 64)  # 256 workers would be ~11 GB
+    assert workers(1000, {}, codex) == 16
+
+
+def _evaluate() -> None:
+    """An evaluate layer, never carried out here."""
+
+
+def test_a_worker_freed_by_an_agent_takes_the_next_held_agent_first(tmp_path: Path) -> None:
+    # With one worker more than the limit, the worker whose agent ended gets the next agent
+    # layer, not the run's evaluate layer (which goes to the next free worker).
+    deps = Dependency(JsonDB, str(tmp_path / "deps.json"))
+    runner = WorkerRunner(deps, ConsoleReporter(io.StringIO(), {}), continue_=True, num_process=2)
+    session = _Session(tmp_path, {"jobs": "auto"})
+    specs = [RunSpec(f"r{i}", str(tmp_path / f"r{i}"), "", "cli", None, {}, "") for i in (1, 2)]
+    tasks = [Task(f"{s.run_id}:agent", [(_agent, [session, s])]) for s in specs]
+    tasks += [Task("r1:evaluate", [(_evaluate, [])], task_dep=["r1:agent"])]
+    control = TaskControl(tasks)
+    control.process(None)
+    runner._run_tasks_init(control.task_dispatcher())
+    first = runner.get_next_job(None)
+    assert first.name == "r1:agent"
+    assert type(runner.get_next_job(None)).__name__ == "JobHold"  # r2 held: limit 1
+    node = runner.task_dispatcher.nodes["r1:agent"]
+    node.run_status = "done"
+    assert runner.pace is not None
+    runner.pace.back("r1:agent", 1.0, 0.3)
+    assert runner.get_next_job(node).name == "r2:agent"
+    assert runner.get_next_job(None).name == "r1:evaluate"  # told of r1's end now

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from doit.runner import JobHold, JobTask, JobTaskPickle, MReporter, Runner
+from doit.runner import JobHold, JobTask, JobTaskPickle, Runner
 
 from llmtt.taskgraph.actions import console
 from llmtt.taskgraph.signals import end_workers
@@ -136,8 +136,10 @@ class Forker:
 
     def start(self) -> Worker:
         """A new worker, forked by the forker (`reporting` set)."""
+        assert self.reporting is not None
+        reporter, stream = self.reporting
         try:
-            self.conn.send_bytes(self.pickle(self.reporting))
+            self.conn.send_bytes(self.pickle((_methods(reporter), stream)))
             self.started += 1
             while True:
                 message = self.conn.recv()
@@ -156,7 +158,8 @@ class Forker:
     def carry_out(self, task: Any) -> None:
         """Carry out `task` in this process, as a worker would (see `Jobs`)."""
         assert self.reporting is not None
-        runner = _InWorker(self.results, self.carriers, *self.reporting)
+        reporter, stream = self.reporting
+        runner = _InWorker(self.results, self.carriers, _methods(reporter), stream)
         self.results.put(_carry_out(runner, task))
 
     def hear(self, timeout: float = 0.0) -> None:
@@ -322,14 +325,39 @@ def _tell(conn: Any, message: tuple[Any, ...]) -> None:
         pass
 
 
+def _methods(reporter: type) -> frozenset[str]:
+    """The names of the methods of doit's reporter class (made anew for each round of
+    repeats=auto, it is not among the objects the forker inherited)."""
+    return frozenset(name for name in dir(reporter) if callable(getattr(reporter, name, None)))
+
+
+class _Reporter:
+    """In a worker: doit's reporter, each call sent to doit's main process, where the reporter
+    is (doit's `MReporter`, told the reporter's method names rather than given its class)."""
+
+    def __init__(self, results: Any, methods: frozenset[str]) -> None:
+        self.results = results
+        self.methods = methods
+
+    def __getattr__(self, method: str) -> Callable[[Any], None]:
+        if method not in self.methods:
+            raise AttributeError(method)
+
+        def report(task: Any) -> None:
+            self.results.put({"name": task.name, "reporter": method})
+
+        return report
+
+    def complete_run(self) -> None:
+        """doit's main process completes the run."""
+
+
 class _InWorker(Runner):  # type: ignore[misc]  # doit is untyped
     """What a worker needs of doit's runner: carry out a task (reporting to doit's main
     process), then the tasks' teardowns at the end."""
 
-    def __init__(self, results: Any, carriers: Any, reporter_class: type, stream: Any) -> None:
-        super().__init__(None, None, stream=stream)
-        self.result_q = results  # where MReporter sends the reporter's calls
-        self.reporter = MReporter(self, reporter_class)
+    def __init__(self, results: Any, carriers: Any, methods: frozenset[str], stream: Any) -> None:
+        super().__init__(None, _Reporter(results, methods), stream=stream)
         self.carriers = carriers
 
     def execute_task(self, task: Any) -> Any:
@@ -353,8 +381,8 @@ def _work(
     signal.signal(signal.SIGINT, interrupt)  # ^C as in doit's own workers
     if name is not None:
         _name(name)
-    reporter_class, stream = _Unpickler(io.BytesIO(request), inherited).load()
-    runner = _InWorker(results, carriers, reporter_class, stream)
+    methods, stream = _Unpickler(io.BytesIO(request), inherited).load()
+    runner = _InWorker(results, carriers, methods, stream)
     try:
         while True:
             job = jobs.get()

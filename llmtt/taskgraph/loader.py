@@ -136,7 +136,7 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
             return make_tasks(session)
 
         if session.processes:
-            _start_forker(session, self.reporter)  # before the graph, which it never holds
+            _start_forker(session)  # before the graph, which it never holds
         # doit's own loading makes the tasks, with the dodo file's other task creators.
         self.namespace = {**self.namespace, "task_llmtt": task_llmtt}
         tasks: list[Task] = super().load_tasks(cmd, pos_args)
@@ -271,15 +271,15 @@ def _fork_workers() -> None:
     runner.install()  # a worker that dies ends neither the invocation nor the others' runs
 
 
-def _start_forker(session: Session, reporter: Any) -> None:
+def _start_forker(session: Session) -> None:
     """Fork the process that forks the workers of this `doit run -n N` (or of its round):
     forked now, with everything `_fork_workers` names set up and before the task graph is
     made, it gives each worker all of that and none of the graph (llmtt.taskgraph.forker)."""
     from llmtt.taskgraph import runner
     from llmtt.taskgraph.warm import warm_forker
 
-    # The tasks refer to the session (and doit's reporter to its class): a worker has its own.
-    forker = runner.forker((session, reporter), functools.partial(warm_forker, session))
+    # The tasks refer to the session: a worker has its own.
+    forker = runner.forker((session,), functools.partial(warm_forker, session))
     runner.install(forker)
     session.warmed.add("workers")  # the forker's head start (warm_forker), not this process's
 

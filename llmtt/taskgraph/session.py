@@ -151,10 +151,6 @@ class Session:
             self._plan = plan, {run.run_id: run for run in plan.runs}
         return self._plan
 
-    def forget_plan(self) -> None:
-        """Let go of the full plan (`plan` builds it again when asked)."""
-        self.built, self._plan = None, None
-
     def part(self, scenario_file: str) -> tuple[Project, dict[str, Run]]:
         """The plan of one scenario: what the tasks carrying out its runs need, at a cost that
         does not grow with the project (and a forked worker holds only that)."""

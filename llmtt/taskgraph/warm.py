@@ -18,9 +18,10 @@ WARM_AFTER_SECS = 0.5
 
 
 def warm_workers(session: Session, task: Any) -> None:
-    """Once a layer is found pending in a `doit run -n N` whose workers doit's main process
-    forks itself (not llmtt's loader: see `warm_forker`), before it forks them: the head start
-    (`_head_start`) for that layer's run."""
+    """Once a layer is found pending in a `doit run -n N`, before doit's main process forks
+    its workers: the head start (`_head_start`) for that layer's run. Under llmtt's loader the
+    workers are forked by a forker, which has had its own head start (`warm_forker`): the
+    loader marks this one done."""
     if "workers" in session.warmed:
         return
     session.warmed.add("workers")
@@ -32,10 +33,7 @@ def warm_workers(session: Session, task: Any) -> None:
 def warm_forker(session: Session) -> None:
     """In the forker of a `doit run -n N` (llmtt.taskgraph.forker), before it forks a worker:
     the head start (`_head_start`) for the plan's first run, while doit's main process makes
-    the tasks. The full plan, if doit's process built it to make them, is let go first: as
-    large as the project, it is more than a worker needs (the plan of its runs' scenarios)."""
-    session.forget_plan()
-    gc.collect()
+    the tasks."""
     _head_start(session, session.tasks.runs[0] if session.tasks.runs else None)
 
 

@@ -101,7 +101,7 @@ class Forker:
     share with doit: `jobs`, `results` (made by the caller, before the fork) and `carriers`
     (which worker carries out which task). `inherited`: the objects a task may refer to that
     each worker has of its own, sent by reference; `warm`: what the forker does before it forks
-    a worker, so they all share it."""
+    its first worker, so that they all share it."""
 
     def __init__(
         self,
@@ -114,7 +114,6 @@ class Forker:
         self.results = results
         self.carriers: Any = FORK.SimpleQueue()
         self.ended: dict[int, int] = {}  # a worker's pid: its exit code, as the forker saw it
-        self.started = 0
         self.ending = False  # told to end
         # doit's reporter class (the workers send its calls to the main process) and stream.
         self.reporting: tuple[type, Any] | None = None
@@ -140,7 +139,6 @@ class Forker:
         reporter, stream = self.reporting
         try:
             self.conn.send_bytes(self.pickle((_methods(reporter), stream)))
-            self.started += 1
             while True:
                 message = self.conn.recv()
                 if message[0] == "started":
@@ -179,15 +177,10 @@ class Forker:
         self.ended[pid] = code
 
     def end(self) -> None:
-        """No more workers: the forker ends once its workers have (at once, if it forked none:
-        it may still be warming, and nothing should wait for that)."""
+        """No more workers: the forker ends once its workers have (at once, if it forked none)."""
         if self.ending:
             return
         self.ending = True
-        if not self.started:
-            self.process.kill()
-            self.process.join(5)
-            return
         try:
             self.conn.send_bytes(b"")
         except OSError:
@@ -267,8 +260,6 @@ def _serve(
     # forker waits for the workers doit stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     name = _name(NAME)  # told apart from doit and its workers in `ps` and `top`
-    if warm is not None:
-        warm()
     workers: dict[int, Any] = {}
     listening = True
     try:
@@ -289,6 +280,11 @@ def _serve(
             if not request:  # no more workers
                 listening = False
                 continue
+            if warm is not None:
+                # When the first worker is asked for (a `doit run -n N` with nothing to do
+                # asks for none, and pays nothing for it).
+                warm()
+                warm = None
             process = FORK.Process(
                 target=_work,
                 args=(jobs, results, carriers, inherited, request, (interrupt, name)),

@@ -31,9 +31,8 @@ def warm_workers(session: Session, task: Any) -> None:
 
 
 def warm_forker(session: Session) -> None:
-    """In the forker of a `doit run -n N` (llmtt.taskgraph.forker), before it forks a worker:
-    the head start (`_head_start`) for the plan's first run, while doit's main process makes
-    the tasks."""
+    """In the forker of a `doit run -n N` (llmtt.taskgraph.forker), before it forks its first
+    worker: the head start (`_head_start`) for the plan's first run."""
     _head_start(session, session.tasks.runs[0] if session.tasks.runs else None)
 
 

@@ -133,17 +133,22 @@ class Forker:
         _Pickler(buffer, self.inherited).dump(obj)
         return buffer.getvalue()
 
-    def start(self) -> Worker:
-        """A new worker, forked by the forker (`reporting` set)."""
+    def start(self, count: int = 1) -> list[Worker]:
+        """`count` new workers, forked by the forker (`reporting` set): asked for at once, so
+        that the forker forks them one after the other, without waiting for this process."""
         assert self.reporting is not None
         reporter, stream = self.reporting
+        request = self.pickle((_methods(reporter), stream))
+        started: list[Worker] = []
         try:
-            self.conn.send_bytes(self.pickle((_methods(reporter), stream)))
-            while True:
+            for _ in range(count):
+                self.conn.send_bytes(request)
+            while len(started) < count:
                 message = self.conn.recv()
                 if message[0] == "started":
-                    return Worker(self, message[1])
-                self._note(message)
+                    started.append(Worker(self, message[1]))
+                else:
+                    self._note(message)
         except (OSError, EOFError):
             self.gone = True
             raise SystemExit(
@@ -152,6 +157,7 @@ class Forker:
                     "runs under way are stopped and stay pending: run `doit run` again"
                 )
             ) from None
+        return started
 
     def carry_out(self, task: Any) -> None:
         """Carry out `task` in this process, as a worker would (see `Jobs`)."""

@@ -100,13 +100,15 @@ class WorkerRunner(MRunner):  # type: ignore[misc]  # doit is untyped
         forker = self.forker
         forker.reporting = self.reporter.__class__, self.stream
         forker.jobs.tasks = self.tasks  # tasks go to the workers whole: they have no graph
-        self.start_worker = forker.start
+        self.start_worker = lambda: forker.start()[0]
+        ready = 0
         for _ in range(self.num_process):  # doit's: no more workers than tasks ready
             job = self.get_next_job(None)
             if job is None:
                 break
             job_q.put(job)
-            self.workers.append(forker.start())
+            ready += 1
+        self.workers.extend(forker.start(ready))
         result_q.runner = self
         return self.workers
 

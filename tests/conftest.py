@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -109,6 +110,23 @@ class Project:
 
     def json(self, rel: str) -> Any:
         return json.loads((self.results() / rel).read_text())
+
+    def report_html(self) -> str:
+        """report.html's text, with every run's panel (from report-runs/) after it, as the page
+        shows them once each run is opened."""
+        page = (self.results() / "report.html").read_text()
+        return page + "".join(run_panels(self.results()).values())
+
+
+def run_panels(results: Path) -> dict[str, str]:
+    """Each run's panel HTML by run id, read from the files of `results`/report-runs/."""
+    panels: dict[str, str] = {}
+    for chunk in sorted((results / "report-runs").glob("*.js")):
+        call = chunk.read_text().splitlines()[1]
+        head = re.match(r'llmttPanels\(\d+, "[0-9a-f]+", ', call)
+        assert head and call.endswith(");"), call[:200]
+        panels.update(json.loads(call[head.end() : -2]))
+    return panels
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ def clean(root: Path, older_than: float | None, yes: bool) -> int:
     import shutil
     import time
 
+    from llmtt.report.panels import PANELS_DIR
     from llmtt.spec.project import load_project
 
     # Loading the whole project (not just llmtt.toml): a scenario whose file is broken is still
@@ -33,6 +34,8 @@ def clean(root: Path, older_than: float | None, yes: bool) -> int:
             if folder.name.startswith(".") or folder.is_symlink() or not folder.is_dir():
                 continue
             if folder.name not in names:
+                if folder.name == PANELS_DIR:  # report.html's runs' panels, not a scenario's
+                    continue
                 doomed.append((folder, "its scenario no longer exists"))
             elif older_than is not None:
                 cutoff = time.time() - older_than

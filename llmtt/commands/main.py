@@ -23,6 +23,7 @@ DOIT_VARIABLES = {
     "repeats": "replace the number of repeats of each run: doit run repeats=5",
     "budget": "spend at most this many USD in this invocation: doit run budget=2",
     "executor": "where runs are carried out, local or ray (a Ray cluster): doit run executor=ray",
+    "jobs": "auto: find how many agents to run at once on this machine: doit run jobs=auto",
 }
 
 

@@ -23,6 +23,7 @@ from llmtt.report.charts import history_chart
 from llmtt.report.failures import failure_rollup
 from llmtt.report.judge_agreement import judge_agreement
 from llmtt.report.junit import junit
+from llmtt.report.panels import write_panels
 from llmtt.report.render import (
     PACKAGE_TEMPLATES,
     add_filters,
@@ -53,9 +54,12 @@ REPORT_FORMAT = 1
 # terminal sequences are gone.
 TRANSCRIPT_TAIL_BYTES = 65536
 # The end of a run's session recording that its panel plays (session.cast keeps it all): a
-# report of many runs stays a file a browser opens.
+# panel is read only when its run is opened (report-runs/, `llmtt.report.panels`), yet 10,000
+# of them are up to 80 MB on disk.
 CAST_TAIL_BYTES = 8192
-EVERY_CAST_UP_TO = 1000  # runs of a report that plays each run's recording; past it, none
+# Runs report.html lists in itself, and on each page of its list: the others are listed by its
+# script, a page at a time, from compact data.
+FIRST_RUNS = 100
 
 
 def report_data(
@@ -90,10 +94,10 @@ def report_data(
 
 
 def aggregate(plan: Plan, adaptive: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write report.json, report.md, report.html and junit.xml over every run of the plan;
-    return their data (redacted, like every file it goes into). `adaptive`: under
-    repeats=auto, its design (the `looks` the comparison's intervals pay for) and where each
-    scenario stands."""
+    """Write report.json, report.md, report.html (its runs' panels in report-runs/) and
+    junit.xml over every run of the plan; return their data (redacted, like every file it goes
+    into). `adaptive`: under repeats=auto, its design (the `looks` the comparison's intervals
+    pay for) and where each scenario stands."""
     from llmtt.report.cache import report_runs
 
     project = plan.project
@@ -101,19 +105,23 @@ def aggregate(plan: Plan, adaptive: dict[str, Any] | None = None) -> dict[str, A
     redact = project.redactor()
     env = _html_environment(project)
     panel = env.get_template("report-run.html.j2")
-    every_cast = len(plan.runs) <= EVERY_CAST_UP_TO
     made = report_runs(
         project.results_dir,
         plan.runs,
         redact,
-        lambda run: _row_and_panel(run, redact, every_cast),
+        lambda run: _row_and_panel(run, redact),
         lambda row, details: str(panel.render(r=row, d=details)),
-        # the kept panels are made again when the report starts or stops playing recordings
-        _template_id(project, "report-run.html.j2") + ("" if every_cast else ":no-casts"),
+        _template_id(project, "report-run.html.j2"),
     )
     rows = [m.row for m in made]
     details = _Panels({run.run_id: m.panel for run, m in zip(plan.runs, made, strict=True)})
-    run_panels = "".join(m.html for m in made)
+    # Each run's panel goes to report-runs/, read by report.html when the run is opened.
+    files = write_panels(
+        project.results_dir,
+        [(run.run_id, m.html) for run, m in zip(plan.runs, made, strict=True)],
+        lambda html: printable(redact(html)),
+    )
+    run_panels = _Joined([m.html for m in made])
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     data: dict[str, Any] = report_data(
         rows, plan.selection.describe(), now, _comparison(plan, rows, adaptive)
@@ -152,7 +160,7 @@ def aggregate(plan: Plan, adaptive: dict[str, Any] | None = None) -> dict[str, A
     # What runs printed reaches these raw but for its terminal sequences and control
     # characters, which would act on a terminal showing them and make junit.xml no XML.
     write_text(results / "junit.xml", printable(redact(junit(data["runs"]))))
-    html = _html(project, data, details, run_panels, trend)
+    html = _html(project, data, details, run_panels, trend, files)
     write_text(results / "report.html", printable(redact(html)))
     write_text(results / "report.md", printable(redact(render(project, "report.md.j2", **data))))
     return data
@@ -239,24 +247,29 @@ def _html(
     project: Project,
     data: dict[str, Any],
     details: Mapping[str, Any],
-    run_panels: str,
+    run_panels: _Joined,
     trend: dict[str, Any],
+    files: dict[str, Any],
 ) -> str:
-    """report.html: one self-contained file (inline CSS, SVG charts and a small sort script).
-    `run_panels`: the runs' panels, each rendered from `report-run.html.j2` (and kept)."""
+    """report.html: inline CSS, SVG charts and a small script; the runs' panels are in the
+    files of report-runs/ beside it (`files`: which, and what each holds), read when a run is
+    opened. `run_panels`: every panel's HTML at once, for a template of the project's own
+    written when report.html held them."""
     import jinja2
-    from markupsafe import Markup
 
     from llmtt.report.charts import cost_vs_pass, pass_rate_bars
 
     env = _html_environment(project)
     charts = {"pass_rate": pass_rate_bars(data["groups"]), "cost": cost_vs_pass(data["groups"])}
+    lines = [_run_line(r) for r in data["runs"]]
     try:
         return str(
             env.get_template("report.html.j2").render(
                 **data,
                 details=details,
-                run_panels=Markup(run_panels),
+                run_panels=run_panels,
+                run_lines=lines[:FIRST_RUNS],
+                run_data=_run_data(lines, files),
                 charts=charts,
                 history=trend,
             )
@@ -294,9 +307,45 @@ def _template_id(project: Project, name: str) -> str:
     return hash_file(own if own.is_file() else PACKAGE_TEMPLATES / name)
 
 
+def _run_line(row: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """A run's line in report.html's list of runs: its id, its verdict (as the panel's summary
+    words it), the class that colours the verdict, its outcome's reason."""
+    outcome = row["outcome"]
+    if outcome == row.get("expect", "pass"):
+        shown = "expected" if outcome == "fail" else "pass"
+    else:
+        shown = "fail" if outcome == "pass" else outcome
+    verdict = str(row.get("verdict", outcome)).upper()
+    # printable: the list's script shows it as text, past the page's own last pass over it
+    return row["run_id"], verdict, shown, printable(str(row["outcome_reason"]))
+
+
+def _run_data(lines: list[tuple[str, str, str, str]], files: dict[str, Any]) -> dict[str, Any]:
+    """What report.html's script lists the runs from and reads their panels by: each run as
+    [id, verdict, class, reason] (a reason shared by many runs is written once, in `reasons`,
+    and named by its index), and the panels' files (`panels.write_panels`)."""
+    reasons: dict[str, int] = {}
+    rows = [[i, v, c, reasons.setdefault(r, len(reasons))] for i, v, c, r in lines]
+    return {"rows": rows, "reasons": list(reasons), "page": FIRST_RUNS, **files}
+
+
+class _Joined:
+    """Every run's panel HTML, joined only if a template shows it (`{{ run_panels }}` in a
+    report.html.j2 of a project's own, written when report.html held the panels)."""
+
+    def __init__(self, parts: list[str]) -> None:
+        self._parts = parts
+
+    def __html__(self) -> str:
+        return "".join(self._parts)
+
+    def __str__(self) -> str:
+        return self.__html__()
+
+
 class _Panels(Mapping[str, Any]):
     """Each run's panel by run id, read from its JSON when a template asks for it: the default
-    report.html shows the panels already rendered, so 10,000 of them are not decoded for
+    report.html has the panels rendered already (in report-runs/), so 10,000 are not decoded for
     nothing (a template of the project's own may still read `details`)."""
 
     def __init__(self, panels: dict[str, str]) -> None:
@@ -329,19 +378,15 @@ PANEL_METRICS = (
 )
 
 
-def _row_and_panel(
-    run: Run, redact: Redactor, every_cast: bool = True
-) -> tuple[dict[str, Any], dict[str, Any]]:
+def _row_and_panel(run: Run, redact: Redactor) -> tuple[dict[str, Any], dict[str, Any]]:
     """A run's row (its result.json, or what is known of a run not evaluated, read against its
     scenario's `expect`) and its panel; neither redacted yet (but for what is cut of a failed
     call's output, which `redact` masks before it is cut)."""
     row = _expectation(run, _row(run))
-    # Past EVERY_CAST_UP_TO runs, the panels name each run's session.cast instead of playing
-    # it: a report of 10,000 runs with one each would weigh 80 MB more.
-    return row, _details(run, redact, with_cast=every_cast)
+    return row, _details(run, redact)
 
 
-def _details(run: Run, redact: Redactor, *, with_cast: bool = True) -> dict[str, Any]:
+def _details(run: Run, redact: Redactor) -> dict[str, Any]:
     """A run's panel: interaction metrics, gate results, failed tool calls with what they said
     (those of the target first), the event timeline (failed calls marked), the transcript's
     end."""
@@ -374,9 +419,6 @@ def _details(run: Run, redact: Redactor, *, with_cast: bool = True) -> dict[str,
             # shape, at its start, was what gave it away.
             text = text[-4000:].partition("\n")[2] or text[-4000:]
         out["transcript"] = text
-    if not with_cast:
-        out["cast_file"] = (run.dir / CAST_FILE).exists()
-        return out
     cast = read_cast(run.dir / CAST_FILE, CAST_TAIL_BYTES)
     if cast is not None and cast["events"]:
         out["cast"] = cast  # its text is redacted with the rest of the panel

@@ -1,11 +1,11 @@
 """The aggregate's memory of each run's report row and panel.
 
-The aggregate shows every run: its row (result.json) and its panel in report.html (gates,
-metrics, the event timeline, the transcript's end), all redacted. Made afresh each time, that
-is five files read and redacted and a panel rendered per run, 3.4 s at 10,000 runs, however few
-of them changed. A run's row and panel change only when its result.json is written again (its
-task writes it last, after its evaluation and judge) or its scenario's `expect` is edited, so
-the aggregate keeps them, redacted, with the panel's HTML, in
+The aggregate shows every run: its row (result.json) and its panel, which report.html reads
+from report-runs/ (gates, metrics, the event timeline, the transcript's end), all redacted.
+Made afresh each time, that is five files read and redacted and a panel rendered per run, 3.4 s
+at 10,000 runs, however few of them changed. A run's row and panel change only when its
+result.json is written again (its task writes it last, after its evaluation and judge) or its
+scenario's `expect` is edited, so the aggregate keeps them, redacted, with the panel's HTML, in
 `<results>/.llmtt-cache/report-runs.db`, each under the mtime, size and inode of the result.json
 it was made from and the `expect` (and `split`) it was read against; and all of them only while
 llmtt's code, the panel's template and the secrets llmtt knows are the same (a new secret, or a

@@ -19,6 +19,7 @@ VARIABLES = (
     "repeats",
     "budget",
     "executor",
+    "jobs",
 )
 
 
@@ -44,8 +45,8 @@ class Selection:
 
     @classmethod
     def from_variables(cls, values: Mapping[str, str]) -> Selection:
-        """The selection a doit command line's variables make (`budget` and `executor` are read
-        elsewhere)."""
+        """The selection a doit command line's variables make (`budget`, `executor` and
+        `jobs` are read elsewhere)."""
         for name in sorted(values):
             if name not in VARIABLES:
                 raise LlmttError(

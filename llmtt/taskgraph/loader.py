@@ -121,6 +121,7 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
             if command in WRITERS:
                 self.lock_fd = _hold(session, command)
             session.begin(command, processes)
+            _pace(session)
         except LlmttError as exc:
             fail(exc)
         except OSError as exc:
@@ -251,6 +252,22 @@ def _workers(
     if processes:
         _fork_workers()
     return processes
+
+
+def _pace(session: Session) -> None:
+    """jobs=auto: what it found before is read now (a damaged file is the user's to hear of
+    before any run). `doit run -n N` above what it found for an agent of the plan: one line."""
+    from llmtt.taskgraph import concurrency
+
+    if session.processes < 1:
+        return
+    if session.variables.get("jobs") == "auto":
+        concurrency.remembered(session.root)
+        return
+    agents = {run.agent for run in session.tasks.runs}
+    warning = concurrency.oversubscribed(session.root, agents, session.processes)
+    if warning is not None:
+        sys.stderr.write(console(f"llmtt: warning: {warning}\n"))
 
 
 def _fork_workers() -> None:

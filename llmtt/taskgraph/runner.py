@@ -33,6 +33,7 @@ from doit.runner import MRunner
 
 from llmtt.process import watchdog
 from llmtt.taskgraph import actions
+from llmtt.taskgraph.concurrency import PacedDispatch
 from llmtt.taskgraph.forker import FORK, Forker
 
 # How often doit's main process, waiting for a result, looks whether a worker died.
@@ -72,9 +73,10 @@ class _Results(_Queue):
         return self.runner.next_result(super().get, self.empty)
 
 
-class WorkerRunner(MRunner):  # type: ignore[misc]  # doit is untyped
+class WorkerRunner(PacedDispatch, MRunner):  # type: ignore[misc]  # doit is untyped
     """doit's multiprocess runner that outlives a worker's death (see the module), its workers
-    forked by a forker (llmtt.taskgraph.forker)."""
+    forked by a forker (llmtt.taskgraph.forker), and paces the agent layers under jobs=auto
+    (`llmtt.taskgraph.concurrency`)."""
 
     given: Forker | None = None  # the forker made before the task graph (`install`)
 

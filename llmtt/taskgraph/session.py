@@ -64,6 +64,17 @@ class Session:
             raise LlmttError(
                 f"executor={kind} is not an executor (use executor=local or executor=ray)"
             )
+        jobs = variables.get("jobs")
+        if jobs is not None and jobs != "auto":
+            raise LlmttError(
+                f"jobs={jobs}: jobs= takes auto (doit run jobs=auto finds how many runs to "
+                "carry out at once); -n N carries out N at once"
+            )
+        if jobs == "auto" and kind == "ray":
+            raise LlmttError(
+                "jobs=auto paces the runs on this machine; with executor=ray, -n N (or "
+                "[executor] max_in_flight) sets how many runs are under way: leave out jobs=auto"
+            )
         budget = budget_limit(tasks.budget_max_usd, variables.get("budget"))
         session = cls(root, dict(variables), selection, tasks, built, str(kind), budget)
         session.rounds = rounds
@@ -125,6 +136,16 @@ class Session:
             ),
             "default_tasks": [run.run_id for run in self.tasks.runs] + ["aggregate"],
         }
+        if self.variables.get("jobs") == "auto":
+            from llmtt.taskgraph import concurrency
+
+            # Workers for the most agents jobs=auto may let out at once (-n N: N of them).
+            try:
+                found = concurrency.remembered(self.root)
+            except LlmttError:  # damaged: said when doit asks for the tasks
+                found = {}
+            agents = {run.agent for run in self.tasks.runs}
+            config["num_process"] = concurrency.workers(len(self.tasks.runs), found, agents)
         if self.executor == "ray":
             # doit runs the layers' actions in threads, each waiting for its layer on the
             # cluster (`-n`, else [executor] max_in_flight, of them).

@@ -21,6 +21,7 @@ from doit.task import Task
 
 from llmtt.plan.cache import RunSpec
 from llmtt.plan.keys import TRIAGE_FILE
+from llmtt.report.panels import panel_targets
 from llmtt.taskgraph import actions
 from llmtt.taskgraph.uptodate import JudgeCheck, KeyCheck, LayersDone
 from llmtt.taskgraph.warm import warm_workers
@@ -148,9 +149,11 @@ def _aggregate_task(session: Session, warm: Pending) -> dict[str, Any]:
         + [
             os.path.join(run.dir, TRIAGE_FILE) for run in session.tasks.runs if "triage" in run.keys
         ],
+        # report.html's runs' panels, in the files of a folder beside it (llmtt.report.panels)
         "targets": [
             str(results / n) for n in ("report.md", "report.json", "report.html", "junit.xml")
-        ],
+        ]
+        + [str(path) for path in panel_targets(results, len(session.tasks.runs))],
         "uptodate": [KeyCheck("aggregate", session.tasks.aggregate_key, warm)],
         "clean": True,
         "verbosity": 2,

@@ -119,6 +119,7 @@ def test_clean_lists_then_removes_old_runs_and_deleted_scenarios_only(
     assert not (results / "a").exists() and not (results / "b").exists()
     assert (outside / "keep.txt").read_text() == "mine" and (results / "linked").is_symlink()
     assert (results / "report.json").exists() and (results / "results.jsonl").exists()
+    assert (results / "report-runs/0000.js").exists()  # report.html's, not a scenario's
     assert "nothing to remove" in llmtt("clean", str(project.root), "--yes").stdout
     # a fresh run is kept
     assert project.doit("run").code == 0

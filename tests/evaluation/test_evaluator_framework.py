@@ -128,7 +128,7 @@ def test_a_projects_evaluators_score_the_run_and_one_gates_it(project: Project) 
     text = (project.results() / "s/oracle/r1/evaluation.md").read_text()
     assert "## Evaluators (overall 0.917)" in text
     assert "| enough | calls | True | 2 tool call(s), first: git init -q . |" in text
-    html = (project.results() / "report.html").read_text()
+    html = project.report_html()
     assert "<p>evaluators: overall 0.917</p>" in html
     assert "<td>enough</td><td>calls</td><td>True</td><td>2 tool call(s)" in html
     report = (project.results() / "report.md").read_text()
@@ -217,7 +217,7 @@ def test_an_evaluator_that_scores_anothers_criterion_or_raises_makes_the_run_an_
     assert gates[0]["passed"] is True and "scored 1 >= 1" in gates[0]["message"]
     report = (project.results() / "report.md").read_text()
     assert "| s/oracle/r1 | error |" in report and meddled in report
-    html = (project.results() / "report.html").read_text()
+    html = project.report_html()
     assert "RuntimeError: boom" in html
     assert "an evaluator failed" in (project.results() / "s/oracle/r1/evaluation.md").read_text()
     # An error is no result: no results.jsonl line, no evaluation record; it stays pending,

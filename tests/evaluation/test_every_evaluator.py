@@ -142,7 +142,7 @@ def test_every_evaluator_kind_in_one_scenario(
     assert "| like_reference | lexical_similarity | 1 |" in text  # a float, shortened
     assert "| helpful | llm_judge | 4 | Did what was asked. |" in text
 
-    html = (project.results() / "report.html").read_text()
+    html = project.report_html()
     for name in CRITERIA:
         assert f"<td>{name}</td>" in html, name
     lines = (project.results() / "evaluations.jsonl").read_text().split("\n")

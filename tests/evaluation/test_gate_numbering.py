@@ -47,7 +47,7 @@ def test_the_second_gate_is_gate_2_everywhere(project: Project) -> None:
     reason = json.loads((run / "result.json").read_text())["outcome_reason"]
     assert reason.startswith("gate 2 (file_exists): "), reason
     assert "| 2 | file_exists | FAIL |" in (run / "evaluation.md").read_text()
-    html = (project.results() / "report.html").read_text()
+    html = project.report_html()
     assert '<tr><td>2</td><td>file_exists</td><td class="fail">FAIL</td>' in html
     case = ET.parse(project.results() / "junit.xml").getroot().find("testcase/failure")
     assert case is not None and case.get("message", "").startswith("gate 2 (file_exists)")

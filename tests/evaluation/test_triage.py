@@ -91,7 +91,7 @@ def test_rule_based_triage_names_the_first_failure_and_rolls_up(project: Project
     md = (project.results() / "report.md").read_text()
     assert "## Why runs failed" in md and "| `git tag` | 1 |" in md
     assert f"- recovers/oracle/r1: {recovers['line']}" in md
-    html = (project.results() / "report.html").read_text()
+    html = project.report_html()
     assert 'id="failures"' in html and "Why it failed:" in html
     assert SECRET not in md + html
 
@@ -214,7 +214,7 @@ def test_paid_triage_gives_up_and_keeps_answers_across_outcome_flips(
     report = project.json("report.json")
     assert report["runs"][0]["triage_cost_usd"] == 30 / 1e6
     assert report["summary"]["cost_usd"] == 30 / 1e6  # the oracle costs nothing
-    assert "gave up: no answer in 2 attempts" in (project.results() / "report.html").read_text()
+    assert "gave up: no answer in 2 attempts" in project.report_html()
 
     run_with(other_gate)  # another failure: asked, answered
     assert len(handler.hits) == 3

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from xml.etree import ElementTree
 
 import pytest
-from conftest import Project
+from conftest import Project, run_panels
 
 from llmtt.commands.main import main as llmtt_main
 from llmtt.evaluation.evaluate import evaluate_run
@@ -97,10 +97,13 @@ def test_no_terminal_sequence_or_control_character_reaches_a_report_raw(
         text = path.read_text(encoding="utf-8")
         assert not UNSHOWN.search(text), (path.name, UNSHOWN.findall(text))
         assert "\\x1b" not in text, path.name  # every sequence was whole: removed
+    for run_id, panel in run_panels(results).items():  # report.html's, in report-runs/
+        assert not UNSHOWN.search(panel), (run_id, UNSHOWN.findall(panel))
+        assert "\\x1b" not in panel, run_id
     report = (results / "report.md").read_text()
     assert SHOWN in report  # the gate's reason, and the setup's error
     assert "setup command `printf" in report and "(exit 4): red\\x00nul" in report
-    html = (results / "report.html").read_text()
+    html = project.report_html()
     assert "red\\x00nul\\x9bcsi" in html  # the failed call's output and the transcript's end
     suite = ElementTree.parse(results / "junit.xml").getroot()
     said = {case.get("name"): case[0] for case in suite}

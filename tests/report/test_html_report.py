@@ -13,10 +13,11 @@ from html import unescape as html_unescape
 from pathlib import Path
 
 import pytest
-from conftest import GIT_TOML, Project
+from conftest import GIT_TOML, Project, run_panels
 
 from llmtt.plan.runs import build_plan
 from llmtt.report import aggregate as reports
+from llmtt.report import panels
 from llmtt.spec.project import load_project
 from llmtt.spec.selection import Selection
 
@@ -46,6 +47,29 @@ def chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+# Every run opened as a click opens it; `then` is called once each run's panel has been read
+# from report-runs/ (or has said why it cannot be).
+OPEN_RUNS = """<script>
+function whenOpened(then) {
+  document.querySelectorAll("details.run > summary").forEach(function (s) { s.click(); });
+  (function wait() {
+    if (document.querySelector("details.run > .panel-state.muted")) { setTimeout(wait, 10); }
+    else { then(); }
+  })();
+}
+</script>
+"""
+
+
+def opened(tmp: Path, page: Path, then: str = "", *args: str) -> subprocess.CompletedProcess[str]:
+    """The DOM of `page` with every run opened, once their panels are read (a copy of the page
+    beside it, with `then`, a script's statements, run after that)."""
+    probe = page.with_name("opened.html")
+    script = OPEN_RUNS + f"<script>whenOpened(function () {{ {then} }});</script>"
+    probe.write_text(page.read_text().replace("</body>", script + "</body>"))
+    return chromium(tmp, "--virtual-time-budget=20000", *args, "--dump-dom", probe.as_uri())
+
+
 def test_report_html_renders_tables_charts_and_script(project: Project, tmp_path: Path) -> None:
     project.write("guides/v1.md", "one\n")
     project.write("guides/v2.md", "two\n")
@@ -67,7 +91,9 @@ def test_report_html_renders_tables_charts_and_script(project: Project, tmp_path
     assert (
         "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html
     )
-    dom = chromium(tmp_path, "--dump-dom", page.as_uri())
+    # The runs' panels are not in the page: each is read from report-runs/ once opened.
+    assert "tool_calls <b>" not in html and len(run_panels(project.results())) == 6
+    dom = opened(tmp_path, page)
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert 'data-ready="1"' in dom.stdout  # the script ran to its end
     assert dom.stdout.count("<table") >= 3 and dom.stdout.count('class="bar"') == 2
@@ -104,25 +130,31 @@ def test_report_html_renders_tables_charts_and_script(project: Project, tmp_path
 
 
 PROBE = """<script>
-document.querySelectorAll("details").forEach(function (d) { d.open = true; });
-var page = document.documentElement, wide = [];
-document.querySelectorAll("body *").forEach(function (e) {
-  if (e.getBoundingClientRect().right > window.innerWidth + 0.5 && !e.closest(".scroll")) {
-    wide.push(e.tagName + "." + e.className);
-  }
+whenOpened(function () {
+  document.querySelectorAll("details").forEach(function (d) { d.open = true; });
+  if (window.afterPanels) { afterPanels(); }
+  var page = document.documentElement, wide = [];
+  document.querySelectorAll("body *").forEach(function (e) {
+    if (e.getBoundingClientRect().right > window.innerWidth + 0.5 && !e.closest(".scroll")) {
+      wide.push(e.tagName + "." + e.className);
+    }
+  });
+  document.body.dataset.measured = [window.innerWidth, page.scrollWidth].join(" ");
+  document.body.dataset.wide = wide.slice(0, 8).join(" ");
 });
-document.body.dataset.measured = [window.innerWidth, page.scrollWidth].join(" ");
-document.body.dataset.wide = wide.slice(0, 8).join(" ");
 </script>
 """
 
 
 def measure(tmp: Path, page: Path, extra: str = "") -> tuple[int, int, str]:
     """(viewport width, document width, elements past the right edge) of `page` opened at
-    800 px wide with every run's panel open."""
+    800 px wide with every run's panel open (`extra`: markup put in the page, which may
+    define `afterPanels()`, called once the panels are there)."""
     probe = page.with_name(f"probe{len(extra)}.html")
-    probe.write_text(page.read_text().replace("</body>", extra + PROBE + "</body>"))
-    dom = chromium(tmp, "--window-size=800,900", "--dump-dom", probe.as_uri())
+    probe.write_text(page.read_text().replace("</body>", extra + OPEN_RUNS + PROBE + "</body>"))
+    dom = chromium(
+        tmp, "--window-size=800,900", "--virtual-time-budget=20000", "--dump-dom", probe.as_uri()
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     found = re.search(r'data-measured="(\d+) (\d+)" data-wide="([^"]*)"', dom.stdout)
     assert found, dom.stdout[-2000:]
@@ -162,11 +194,13 @@ def test_report_html_fits_an_800_px_window(project: Project, tmp_path: Path) -> 
     # every panel's session player built (as opening the panel builds it): 220 columns scroll
     # inside the terminal's own box
     players = (
-        '<script>document.querySelectorAll("details").forEach(castPlayer);'
-        # none built (the player broken): a page too wide, so the test says so
-        'if (!document.querySelector("pre.term").textContent) {'
+        "<script>function afterPanels() {"
+        'document.querySelectorAll("details").forEach(castPlayer);'
+        # none built (the player broken, or no panel read): a page too wide, so the test says so
+        'var term = document.querySelector("pre.term");'
+        "if (!term || !term.textContent) {"
         ' document.body.insertAdjacentHTML("beforeend", \'<div style="width:1500px">none</div>\'); }'
-        "</script>"
+        "}</script>"
     )
     viewport, width, wide = measure(tmp_path, page, players)
     assert viewport == 800, "chromium did not lay the page out 800 px wide"
@@ -181,21 +215,22 @@ def test_report_html_fits_an_800_px_window(project: Project, tmp_path: Path) -> 
     assert picture.returncode == 0 and shot.stat().st_size > 20_000
 
 
-PLAYER_PROBE = """<script>
-// the panel of the run that printed the lines below (another run has a player too)
+# The panel of the run that printed the lines below (another run has a player too), played to
+# its end; then the panel alone, for the screenshot.
+PLAYER_PROBE = """
 var panel = Array.prototype.find.call(document.querySelectorAll("div.player"), function (p) {
   return p.textContent.indexOf("abcdef") >= 0;
 }).closest("details");
-panel.open = true;
 var player = castPlayer(panel);
 player.end();
 document.body.dataset.frame = JSON.stringify(player.text());
 document.body.dataset.red = panel.querySelector("pre.term span.f1").textContent;
-// the screenshot shows the panel alone
-Array.prototype.forEach.call(document.body.children, function (e) {
-  if (e !== panel && e.tagName !== "SCRIPT") { e.style.display = "none"; }
+Array.prototype.forEach.call(document.getElementById("run-list").children, function (e) {
+  if (e !== panel) { e.style.display = "none"; }
 });
-</script>
+Array.prototype.forEach.call(document.body.children, function (e) {
+  if (e !== panel.parentNode && e.tagName !== "SCRIPT") { e.style.display = "none"; }
+});
 """
 
 
@@ -217,17 +252,13 @@ def test_report_html_plays_a_run_session_to_its_last_frame(
     assert project.doit("run").code == 0
     page = project.results() / "report.html"
     html = page.read_text()
-    assert html.count('<script type="application/json" class="cast">') == 2
-    with pytest.MonkeyPatch.context() as patch:  # as in a report of over 1,000 runs: none
-        patch.setattr(reports, "EVERY_CAST_UP_TO", 1)
-        reports.aggregate(build_plan(load_project(project.root), Selection()))
-    no_casts = page.read_text()
-    assert no_casts.count('<script type="application/json" class="cast">') == 0
-    assert no_casts.count("session: session.cast in the run's folder") == 2
-    assert "<script src" not in html and "https://" not in html
-    probe = page.with_name("player.html")
-    probe.write_text(html.replace("</body>", PLAYER_PROBE + "</body>"))
-    dom = chromium(tmp_path, "--dump-dom", probe.as_uri())
+    casts = [
+        p.count('<script type="application/json" class="cast">')
+        for p in run_panels(project.results()).values()
+    ]
+    assert casts == [1, 1]  # every run's recording, read when its run is opened
+    assert "https://" not in html
+    dom = opened(tmp_path, page, PLAYER_PROBE)
     assert dom.returncode == 0, dom.stderr[-2000:]
     found = re.search(r'data-frame="([^"]*)" data-red="([^"]*)"', dom.stdout)
     assert found, dom.stdout[-3000:]
@@ -244,5 +275,86 @@ def test_report_html_plays_a_run_session_to_its_last_frame(
     OUT.mkdir(exist_ok=True)
     shot = OUT / "report-player.png"
     shot.unlink(missing_ok=True)
-    picture = chromium(tmp_path, "--window-size=1280,1200", f"--screenshot={shot}", probe.as_uri())
+    probe = page.with_name("opened.html")
+    picture = chromium(
+        tmp_path,
+        "--window-size=1280,1200",
+        "--virtual-time-budget=20000",
+        f"--screenshot={shot}",
+        probe.as_uri(),
+    )
     assert picture.returncode == 0 and shot.stat().st_size > 10_000
+
+
+# The list's pages and filter, then each run opened by its link, with what its panel said.
+SAID = """<script>
+var said = {}, seen = [document.getElementById("run-shown").textContent];
+document.getElementById("run-next").click();
+seen.push(document.getElementById("run-list").textContent);
+var filter = document.getElementById("run-filter");
+filter.value = "C/ORACLE";
+filter.dispatchEvent(new Event("input"));
+seen.push(document.getElementById("run-shown").textContent);
+var ids = ["a/oracle/r1", "b/oracle/r1", "c/oracle/r1"];
+(function next() {
+  var id = ids.shift();
+  if (!id) { document.body.dataset.said = JSON.stringify([said, seen]); return; }
+  location.hash = "#" + id;
+  (function wait() {
+    var run = document.getElementById(id), state = run && run.querySelector(":scope > .panel-state");
+    if (!run || (state && state.className.indexOf("muted") >= 0)) { setTimeout(wait, 10); return; }
+    said[id] = (state || run.querySelector(".metrics")).textContent.replace(/\\s+/g, " ");
+    next();
+  })();
+})();
+</script>
+"""
+
+
+def test_report_runs_files_a_missing_one_is_said_and_those_of_runs_gone_are_removed(
+    project: Project, tmp_path: Path
+) -> None:
+    project.write("llmtt.toml", GIT_TOML)
+    for name in ("a", "b", "c"):
+        project.write(f"scenarios/{name}.yaml", "task: {prompt: x}\nsolution: [git init -q .]\n")
+    assert project.doit("run").code == 0
+    results = project.results()
+    files = results / "report-runs"
+
+    def aggregate() -> list[str]:
+        reports.aggregate(build_plan(load_project(project.root), Selection()))
+        return sorted(p.name for p in files.iterdir())
+
+    with pytest.MonkeyPatch.context() as patch:  # a file and a page a run, as 100 runs are
+        patch.setattr(panels, "CHUNK_RUNS", 1)
+        patch.setattr(reports, "FIRST_RUNS", 1)
+        assert aggregate() == ["0000.js", "0001.js", "0002.js"]
+        # a file that holds what it should is not written again; one that does not, is
+        kept = {p.name: p.stat().st_ino for p in files.iterdir()}
+        (files / "0001.js").write_text("llmttPanels(1, ")  # as a copy cut short
+        aggregate()
+        assert {p.name: p.stat().st_ino for p in files.iterdir()} != kept
+        assert (files / "0000.js").stat().st_ino == kept["0000.js"]
+        assert list(run_panels(results)) == ["a/oracle/r1", "b/oracle/r1", "c/oracle/r1"]
+        (files / "0001.js").unlink()
+        (files / "0002.js").write_text(  # a file of another report
+            (files / "0002.js").read_text().replace('", {', 'x", {')
+        )
+        probe = results / "said.html"
+        probe.write_text((results / "report.html").read_text().replace("</body>", SAID))
+        dom = chromium(tmp_path, "--virtual-time-budget=20000", "--dump-dom", probe.as_uri())
+        assert dom.returncode == 0, dom.stderr[-2000:]
+        found = re.search(r'data-said="([^"]*)"', dom.stdout)
+        assert found, dom.stdout[-3000:]
+        said, seen = json.loads(html_unescape(found[1]))
+        assert seen[0] == "runs 1–1 of 3" and "b/oracle/r1" in seen[1] and "a/oracle" not in seen[1]
+        assert seen[2] == "runs 1–1 of 1 kept by the filter (3 in all)"
+        assert "total_commands 1" in said["a/oracle/r1"]
+        assert said["b/oracle/r1"].startswith("This run's panel is in report-runs/0001.js beside")
+        assert said["c/oracle/r1"].startswith("report-runs/0002.js is not the file this report")
+        # runs leave the plan: their files go; `doit clean` removes the rest and the folder
+        (project.root / "scenarios/c.yaml").unlink()
+        (project.root / "scenarios/b.yaml").unlink()
+        assert aggregate() == ["0000.js"]
+    clean = project.doit("clean")
+    assert clean.code == 0 and not files.exists(), clean.out + clean.err

@@ -8,7 +8,7 @@ from typing import Any
 
 from conftest import Project
 
-from llmtt.report.aggregate import _html, report_data
+from llmtt.report.aggregate import _html, _Joined, report_data
 from llmtt.report.judge_agreement import MIN_GROUP_RUNS, judge_agreement
 from llmtt.report.render import render
 from llmtt.results.trends import history
@@ -89,7 +89,8 @@ def test_kappa_table_per_group_and_the_low_agreement_warning(project: Project) -
     assert "**Warning: low agreement** (overall: judge–gate kappa 0.33 is below 0.4; " in text
     assert "| all | all | 24 | 11 | 1 | 7 | 5 | 0.667 | 0.333 |" in text
     assert "| claude-code | m | 12 | 5 | 1 | 1 | 5 | 0.833 | 0.667 |" in text
-    html = _html(loaded, data, {}, "", {**history(project.root / "none.db", None), "chart": ""})
+    trend = {**history(project.root / "none.db", None), "chart": ""}
+    html = _html(loaded, data, {}, _Joined([]), trend, {"chunk_runs": 100, "chunks": []})
     assert 'id="judge-agreement"' in html and "Warning: low agreement" in html
 
 

@@ -11,7 +11,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from conftest import GIT_TOML, Project
+from conftest import GIT_TOML, Project, run_panels
 
 from llmtt.redaction import MASK
 
@@ -34,11 +34,12 @@ def suite(project: Project, scenarios: int = 3, said: str = "hello") -> None:
 
 
 def aggregate(project: Project, env: dict[str, str] | None = None) -> tuple[str, str]:
-    """report.html and report.json made again, their time of making left out."""
+    """report.html (with its runs' panels) and report.json made again, their time of making
+    left out."""
     (project.results() / "report.html").unlink()
     ran = project.doit("run", "aggregate", env=env)
     assert ran.code == 0 and ran.executed() == ["aggregate"], ran.out + ran.err
-    html = (project.results() / "report.html").read_text()
+    html = project.report_html()
     report = json.loads((project.results() / "report.json").read_text())
     report.pop("generated_at")
     return re.sub(r"\d{4}-\d\d-\d\dT[\d:]+\+00:00", "", html), json.dumps(report)
@@ -107,13 +108,13 @@ def test_a_panel_template_of_the_projects_own_renders_the_panels_and_its_edit_re
     project.write("templates/report-run.html.j2", own % "v1")
     ran = project.doit("run")
     assert ran.executed() == ["aggregate"], ran.out + ran.err  # the template is in its key
-    html = (project.results() / "report.html").read_text()
+    html = project.report_html()
     assert "<details>s0/oracle/r2: v1 1 failed</details>" in html
     assert "said-hello" not in html  # llmtt's own panel is not there
     project.write("templates/report-run.html.j2", own % "v2")
     ran = project.doit("run")
     assert ran.executed() == ["aggregate"], ran.out + ran.err
-    html = (project.results() / "report.html").read_text()
+    html = project.report_html()
     assert html.count(": v2 1 failed</details>") == 4 and ": v1 " not in html
     kept_panels = kept_html(project)
     assert len(kept_panels) == 4 and all(": v2 " in panel for panel in kept_panels.values())
@@ -126,12 +127,16 @@ def test_a_page_template_of_the_projects_own_still_reads_each_runs_panel(
     project.write(
         "templates/report.html.j2",
         "{% for r in runs %}{{ r.run_id }}={{ details[r.run_id].failed_calls[0].command }};"
-        "{% endfor %}{{ details | length }}",
+        "{% endfor %}{{ details | length }}|{{ run_panels }}",
     )
     ran = project.doit("run")
     assert ran.code == 0 and ran.executed() == ["aggregate"], ran.out + ran.err
     html = (project.results() / "report.html").read_text()
-    assert html == "s0/oracle/r1=git comit;s0/oracle/r2=git comit;2"
+    page, _, shown = html.partition("|")
+    assert page == "s0/oracle/r1=git comit;s0/oracle/r2=git comit;2"
+    # a page written when report.html held the runs' panels still shows them all
+    assert shown == "".join(run_panels(project.results()).values())
+    assert shown.count("PASS</span> s0/oracle/r") == 2 and "$ git comit" in shown
 
 
 def kept_html(project: Project) -> dict[str, str]:

@@ -52,7 +52,7 @@ def test_a_failed_target_commands_output_is_shown_first_escaped_and_redacted(
     project.write("scenarios/s.yaml", SCENARIO % KEY)
     ran = project.doit("run")
     assert ran.code == 0, ran.out + ran.err
-    html = (project.results() / "report.html").read_text()
+    html = project.report_html()
     [panel] = re.findall(r'<ul class="failed-calls">.*?</ul>', html, re.S)
     calls = re.findall(r"<li>(.*?)</li>", panel, re.S)
     assert len(calls) == 3, panel
@@ -73,7 +73,7 @@ def test_a_failed_target_commands_output_is_shown_first_escaped_and_redacted(
     (project.results() / "report.html").unlink()
     again = project.doit("run", "aggregate", env={"TOOLY_LATE_SECRET": LATE})
     assert again.code == 0 and again.executed() == ["aggregate"], again.out + again.err
-    html = (project.results() / "report.html").read_text()
+    html = project.report_html()
     assert LATE[:4] not in html and f"{'0' * 1400}" in html
 
 

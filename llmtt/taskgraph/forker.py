@@ -58,7 +58,7 @@ class Jobs(_Queue):
     """doit's job queue: a task doit names (its `JobTaskPickle`, for workers that hold the
     graph) goes to the worker whole (`Sent`). One that cannot be pickled (a dodo file's task
     whose action is a lambda) is carried out at once by doit's main process, its result queued
-    as a worker's would be: doit's workers forked after the graph could carry it out."""
+    as a worker's would be: doit's own workers, forked with the graph, could carry it out."""
 
     def __init__(self, forker: Forker) -> None:
         super().__init__(ctx=FORK)
@@ -122,7 +122,7 @@ class Forker:
         self.process = FORK.Process(
             target=_serve,
             args=(theirs, self.jobs, self.results, self.carriers, self.inherited, warm),
-            name="llmtt-forker",
+            name=NAME,
         )
         self.process.start()
         theirs.close()

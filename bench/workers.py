@@ -7,9 +7,11 @@ Each project's runs are `sleep RUN_SECS` (default 0: a worker carries out run af
 Python's garbage collector goes through its objects as it would in a long invocation): `doit
 run -n 2` loads the whole task graph, forks its two workers, and they carry out runs. Every
 200 ms for `--secs` seconds the PSS of each worker is read from /proc/PID/smaps_rollup (its
-private pages, and its share of those it still shares with doit's main process and the other
-worker); the figure is each worker's largest. Then the invocation is interrupted (^C), as a
-user would. RSS is shown beside it: it counts every shared page whole.
+private pages, and its share of those it still shares with doit's main process, the forker and
+the other workers); the figure is each worker's largest. The workers are the children of doit's
+main process with its command line, or those of the forker (llmtt/taskgraph/forker.py), whose
+own PSS is shown apart. Then the invocation is interrupted (^C), as a user would. RSS is shown
+beside it: it counts every shared page whole.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from installed import compile_llmtt  # noqa: E402
-from parallel import SCENARIO, TOML, python_processes, tree  # noqa: E402
+from parallel import SCENARIO, TOML, tree  # noqa: E402
 
 DOIT = str(Path(sys.executable).parent / "doit")
+FORKER = "llmtt-forker"  # the process name of the forker (llmtt/taskgraph/forker.py)
 
 
 def memory_mb(pid: int) -> tuple[float, float]:
@@ -56,8 +59,9 @@ def project(root: Path, runs: int, run_secs: float) -> None:
         (root / "scenarios" / f"s{index:03d}.yaml").write_text(SCENARIO.format(secs=run_secs))
 
 
-def measure(root: Path, secs: float) -> tuple[float, float, int]:
-    """The largest worker PSS and RSS of one `doit run -n 2`, and how many workers were seen."""
+def measure(root: Path, secs: float) -> tuple[float, float, int, float]:
+    """The largest worker PSS and RSS of one `doit run -n 2`, how many workers were seen, and
+    the largest PSS of the forker they are forked from (0 when doit forks them itself)."""
     proc = subprocess.Popen(
         [DOIT, "run", "-n", "2"],
         cwd=root,
@@ -65,19 +69,20 @@ def measure(root: Path, secs: float) -> tuple[float, float, int]:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    pss = rss = 0.0
+    pss = rss = forker_pss = 0.0
     seen: set[int] = set()
     started = None
     try:
         while proc.poll() is None:
-            workers = [p for p in python_processes(tree(proc.pid)) if p != proc.pid]
-            workers = [p for p in workers if _is_worker(p, proc.pid)]
+            workers, forkers = _family(proc.pid)
             if workers and started is None:
                 started = time.monotonic()
             for pid in workers:
                 seen.add(pid)
                 now_pss, now_rss = memory_mb(pid)
                 pss, rss = max(pss, now_pss), max(rss, now_rss)
+            for pid in forkers:
+                forker_pss = max(forker_pss, memory_mb(pid)[0])
             if started is not None and time.monotonic() - started > secs:
                 break
             time.sleep(0.2)
@@ -91,21 +96,37 @@ def measure(root: Path, secs: float) -> tuple[float, float, int]:
                 proc.wait()
         elif proc.returncode != 0:
             raise SystemExit(f"doit run -n 2 failed (status {proc.returncode}) in {root}")
-    return pss, rss, len(seen)
+    return pss, rss, len(seen), forker_pss
 
 
-def _is_worker(pid: int, parent: int) -> bool:
-    """doit's forked workers: direct children of its main process with its command line."""
+def _family(top: int) -> tuple[list[int], list[int]]:
+    """doit's workers (its command line, forked by its main process `top` or by the forker)
+    and its forker (`llmtt-forker`, a child of `top`), if any."""
+    stats: dict[int, tuple[str, int]] = {}
+    for pid in tree(top):
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                name, rest = handle.read().split("(", 1)[1].rsplit(")", 1)
+            stats[pid] = (name, int(rest.split()[1]))
+        except (OSError, ValueError, IndexError):
+            continue
+    forkers = [pid for pid, (name, parent) in stats.items() if name == FORKER and parent == top]
+    workers = [
+        pid
+        for pid, (name, parent) in stats.items()
+        if pid != top and name != FORKER and parent in (top, *forkers) and _same(pid, top)
+    ]
+    return workers, forkers
+
+
+def _same(pid: int, other: int) -> bool:
+    """Whether two processes run the same command line."""
     try:
-        with open(f"/proc/{pid}/stat") as handle:
-            ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
-        same = (
-            Path(f"/proc/{pid}/cmdline").read_bytes()
-            == Path(f"/proc/{parent}/cmdline").read_bytes()
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes() == Path(f"/proc/{other}/cmdline").read_bytes()
         )
-    except (OSError, ValueError, IndexError):
+    except OSError:
         return False
-    return ppid == parent and same
 
 
 def main() -> None:
@@ -119,12 +140,12 @@ def main() -> None:
         root = Path(tempfile.mkdtemp(prefix="llmtt-workers-"))
         try:
             project(root, runs, args.run_secs)
-            pss, rss, count = measure(root, args.secs)
+            pss, rss, count, forker = measure(root, args.secs)
         finally:
             shutil.rmtree(root, ignore_errors=True)
         print(
             f"{runs:>6,} runs: largest worker PSS {pss:6.1f} MB, RSS {rss:6.1f} MB "
-            f"({count} workers seen)",
+            f"({count} workers seen); forker PSS {forker:.1f} MB",
             flush=True,
         )
 

@@ -128,7 +128,7 @@ def test_a_killed_worker_leaves_its_run_not_carried_out_and_the_others_finish(
     doit = _background(project, "run", "-n", "2")
     _until(lambda: bool(_commands(project, "sleep 31.5") and _commands(project, "sleep 2")))
     # Killed from outside, as the OOM killer does (an agent in the sandbox cannot reach it).
-    os.kill(_below(_commands(project, "sleep 31.5")[0], doit.proc.pid), signal.SIGKILL)
+    os.kill(_worker(_commands(project, "sleep 31.5")[0], doit.proc.pid), signal.SIGKILL)
     try:
         _until(lambda: (project.results() / "a-killed/oracle/r1/run.json").exists(), 10)
         # What the dead worker's run started is ended at once, not when doit ends.
@@ -153,14 +153,17 @@ def _commands(project: Project, command: str) -> list[int]:
     return [int(pid) for pid, line in found if line == command]
 
 
-def _below(pid: int, top: int) -> int:
-    """The ancestor of process `pid` that is a child of process `top`."""
+def _worker(pid: int, top: int) -> int:
+    """The worker of `doit run -n N` (its process `top`) that process `pid` descends from: a
+    child of doit's forker (llmtt/taskgraph/forker.py), itself a child of `top`."""
+    parents = [pid]
     while True:
-        stat = read_stat(pid)
-        assert stat is not None, f"process {pid} ended before its ancestor below {top} was found"
+        stat = read_stat(parents[-1])
+        assert stat is not None, f"process {parents[-1]} ended before its worker was found"
         if stat.ppid == top:
-            return pid
-        pid = stat.ppid
+            assert len(parents) >= 2, f"process {pid} is doit's forker"
+            return parents[-2]
+        parents.append(stat.ppid)
 
 
 def test_the_processes_of_an_invocation_killed_by_sigkill_are_ended_by_its_watchdog(

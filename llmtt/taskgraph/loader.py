@@ -136,6 +136,8 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
             """Every run's layers and the aggregate."""
             return make_tasks(session)
 
+        if session.processes:
+            _start_forker(session)  # before the graph, which it never holds
         # doit's own loading makes the tasks, with the dodo file's other task creators.
         self.namespace = {**self.namespace, "task_llmtt": task_llmtt}
         tasks: list[Task] = super().load_tasks(cmd, pos_args)
@@ -275,11 +277,13 @@ def _pace(session: Session) -> None:
 
 def _fork_workers() -> None:
     """doit's parallel runner starts its workers with multiprocessing's default start method;
-    llmtt's must be forked. Each worker carries out runs with what its parent set up for the
-    invocation: the session and its plans, the budget ledger, the project lock's descriptor,
-    the SIGTERM handler and parent-death signal (signals.py), the watchdog's mark. Spawn or
-    forkserver (Python 3.14's default on Linux) would start workers that have none of it. And
-    doit's runner is llmtt's (`llmtt.taskgraph.runner`), which carries on when a worker dies."""
+    llmtt's must be forked. Each worker carries out runs with what doit's main process set up
+    for the invocation: the session and its plans, the budget ledger, the project lock's
+    descriptor, the SIGTERM handler and parent-death signal (signals.py), the watchdog's mark.
+    Spawn or forkserver (Python 3.14's default on Linux) would start workers that have none of
+    it. And doit's runner is llmtt's (`llmtt.taskgraph.runner`), which carries on when a worker
+    dies; its workers are forked by a forker the loader starts once all that is set up, before
+    it makes the tasks (`_start_forker`)."""
     import multiprocessing
 
     from llmtt.taskgraph import runner
@@ -287,6 +291,19 @@ def _fork_workers() -> None:
     if multiprocessing.get_start_method(allow_none=True) != "fork":
         multiprocessing.set_start_method("fork", force=True)
     runner.install()  # a worker that dies ends neither the invocation nor the others' runs
+
+
+def _start_forker(session: Session) -> None:
+    """Fork the process that forks the workers of this `doit run -n N` (or of its round):
+    forked now, with everything `_fork_workers` names set up and before the task graph is
+    made, it gives each worker all of that and none of the graph (llmtt.taskgraph.forker)."""
+    from llmtt.taskgraph import runner
+    from llmtt.taskgraph.warm import warm_forker
+
+    # The tasks refer to the session: a worker has its own.
+    forker = runner.forker((session,), functools.partial(warm_forker, session))
+    runner.install(forker)
+    session.warmed.add("workers")  # the forker's head start (warm_forker), not this process's
 
 
 def _hold(session: Session, command: str) -> int:

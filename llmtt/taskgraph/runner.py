@@ -12,17 +12,20 @@ worker's end, whichever comes first:
 - a worker that dies between tasks may hold the lock of doit's job queue, which no other worker
   could then read: the invocation ends at once, its runs under way stopped and left pending, as
   at ^C.
+
+Its workers are not forked by doit's main process, which holds the task graph, but by a forker
+(llmtt.taskgraph.forker) forked before the graph was made: doit sends each worker its tasks
+whole, and a worker's memory does not grow with the project.
 """
 
 from __future__ import annotations
 
-import gc
 import multiprocessing
 import multiprocessing.queues
 import os
 import queue
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from doit.exceptions import BaseFail, TaskError
@@ -31,6 +34,7 @@ from doit.runner import MRunner
 from llmtt.process import watchdog
 from llmtt.taskgraph import actions
 from llmtt.taskgraph.concurrency import PacedDispatch
+from llmtt.taskgraph.forker import FORK, Forker
 
 # How often doit's main process, waiting for a result, looks whether a worker died.
 POLL_SECS = 0.2
@@ -42,18 +46,24 @@ else:  # not subscriptable at run time before Python 3.12
     _Queue = multiprocessing.queues.Queue
 
 
-def install() -> None:
-    """Have doit's `run -n N` use this runner (in doit's main process, before it runs)."""
+def forker(inherited: Iterable[object] = (), warm: Callable[[], None] | None = None) -> Forker:
+    """A forker for this runner's workers, forked now (see llmtt.taskgraph.forker)."""
+    return Forker(_Results(), inherited, warm)
+
+
+def install(given: Forker | None = None) -> None:
+    """Have doit's `run -n N` use this runner (in doit's main process, before it runs), its
+    workers forked by `given` (else by a forker forked once doit runs)."""
     from doit import cmd_run
 
-    cmd_run.MRunner = WorkerRunner
+    cmd_run.MRunner = type("WorkerRunner", (WorkerRunner,), {"given": given})
 
 
 class _Results(_Queue):
     """doit's result queue; its reader, doit's main process, also watches the workers."""
 
     def __init__(self) -> None:
-        super().__init__(ctx=multiprocessing.get_context())
+        super().__init__(ctx=FORK)
         self.runner: WorkerRunner | None = None  # set in the main process once workers start
 
     def get(self, block: bool = True, timeout: float | None = None) -> Message:
@@ -64,45 +74,52 @@ class _Results(_Queue):
 
 
 class WorkerRunner(PacedDispatch, MRunner):  # type: ignore[misc]  # doit is untyped
-    """doit's multiprocess runner that outlives a worker's death (see the module), and paces
-    the agent layers under jobs=auto (`llmtt.taskgraph.concurrency`)."""
+    """doit's multiprocess runner that outlives a worker's death (see the module), its workers
+    forked by a forker (llmtt.taskgraph.forker), and paces the agent layers under jobs=auto
+    (`llmtt.taskgraph.concurrency`)."""
 
-    Queue = staticmethod(_Results)
+    given: Forker | None = None  # the forker made before the task graph (`install`)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.workers: list[Any] = []  # doit's own list: a dead one's successor joins it
         self.carrying: dict[int, str] = {}  # a worker's pid: the task it carries out
-        # Which worker carries out which task, told as each starts one: written at once, where
-        # doit's result queue writes from a thread, which a kill right after may never run.
-        self.carriers: Any = multiprocessing.get_context().SimpleQueue()
         self.mourned: set[int] = set()  # the workers whose death was dealt with
         self.start_worker: Callable[[], Any] | None = None
+        # Used without llmtt's loader (by its tests), the runner forks its own forker: its
+        # workers then map the task graph, already built.
+        self.forker = self.given or forker()
+        # Which worker carries out which task, told as each starts one.
+        self.carriers = self.forker.carriers
+        self.queues = [self.forker.results, self.forker.jobs]
+
+    def Queue(self) -> Any:  # noqa: N802 - doit's name
+        """doit's result queue, then its job queue (made in that order): the forker's, which
+        its workers inherit."""
+        return self.queues.pop(0)
 
     def _run_start_processes(self, job_q: Any, result_q: _Results) -> list[Any]:
-        def start() -> Any:
-            worker = self.Child(
-                target=self.execute_task_subprocess,
-                args=(job_q, result_q, self.reporter.__class__),
-            )
-            worker.start()
-            return worker
-
-        # The task graph (every run's tasks) was built before the workers fork, and they share
-        # its pages with doit's main process until one writes to them. Python's garbage
-        # collector writes to every object it goes through, so a worker would soon hold a
-        # copy of the whole graph; frozen, the collector leaves these objects alone.
-        gc.collect()
-        gc.freeze()
-        self.start_worker = start
-        self.workers = super()._run_start_processes(job_q, result_q)
+        forker = self.forker
+        forker.reporting = self.reporter.__class__, self.stream
+        forker.jobs.tasks = self.tasks  # tasks go to the workers whole: they have no graph
+        self.start_worker = lambda: forker.start()[0]
+        ready = 0
+        for _ in range(self.num_process):  # doit's: no more workers than tasks ready
+            job = self.get_next_job(None)
+            if job is None:
+                break
+            job_q.put(job)
+            ready += 1
+        self.workers.extend(forker.start(ready))
         result_q.runner = self
         return self.workers
 
-    def execute_task(self, task: Any) -> Any:
-        """In a worker: tell the main process which task this worker carries out, then run it."""
-        self.carriers.put((os.getpid(), task.name))
-        return super().execute_task(task)
+    def finish(self) -> Any:
+        """doit's end of the run, and the forker's once its workers have ended."""
+        try:
+            return super().finish()
+        finally:
+            self.forker.end()
 
     def next_result(
         self, get: Callable[[bool, float], Message], empty: Callable[[], bool]

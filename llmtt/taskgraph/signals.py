@@ -3,9 +3,10 @@
 A CI cancel, `kill`, a container stop or a closed laptop sends SIGTERM, which Python would
 obey by dying at once: the agent under way would keep running (and spending) with nobody to
 stop it. Raised as `Terminated`, a KeyboardInterrupt, it takes ^C's path instead: the agent's
-processes are ended, what finished is kept, and doit stops its workers. The workers doit forks
-for `-n N` inherit the handler (where it exits the worker instead), and ask the kernel for
-SIGTERM when their parent dies, so a SIGKILL of doit ends them the same way.
+processes are ended, what finished is kept, and doit stops its workers. The workers of `-n N`
+(and the forker they are forked from, llmtt.taskgraph.forker) inherit the handler (where it
+exits the process instead), and ask the kernel for SIGTERM when their parent dies, so a SIGKILL
+of doit ends the forker, and the forker's end its workers, the same way.
 """
 
 from __future__ import annotations
@@ -46,13 +47,15 @@ _PARENT: _Parent | None = None
 
 
 def _die_with_parent(parent: _Parent) -> None:
-    """In a freshly forked worker: SIGTERM when the parent dies (now, if it already has)."""
+    """In a freshly forked process (the forker of llmtt.taskgraph.forker, a worker): SIGTERM
+    when the process that forked it dies (now, if it already has)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGTERM), 0, 0, 0)
     except (OSError, AttributeError):  # not Linux
         return
-    if os.getppid() != parent.pid:
+    forker = multiprocessing.parent_process()  # doit's main process, or the forker
+    if os.getppid() != (forker.pid if forker is not None else parent.pid):
         os.kill(os.getpid(), signal.SIGTERM)
 
 

@@ -1,5 +1,5 @@
 """A head start for the workers of a local `doit run -n N`: what they all need, loaded once
-before doit forks them, and what only the later layers need, loaded beside each first agent."""
+before they are forked, and what only the later layers need, loaded beside each first agent."""
 
 from __future__ import annotations
 
@@ -18,24 +18,37 @@ WARM_AFTER_SECS = 0.5
 
 
 def warm_workers(session: Session, task: Any) -> None:
-    """Once a layer is found pending in a `doit run -n N`, before doit forks its workers (it
-    forks once it has a first task for them): import here what every worker needs to start
-    its agent, load that layer's run, and freeze it all out of the garbage collector's sight,
-    so the workers share those pages and start at once instead of each doing the same work on
-    two cores. What only the later layers need is left to each worker's agent run
-    (`warm_evaluation`): the first agents start that much sooner."""
+    """Once a layer is found pending in a `doit run -n N`, before doit's main process forks
+    its workers: the head start (`_head_start`) for that layer's run. Under llmtt's loader the
+    workers are forked by a forker, which has had its own head start (`warm_forker`): the
+    loader marks this one done."""
     if "workers" in session.warmed:
         return
     session.warmed.add("workers")
+    args = task.actions[0].args if task.actions else []
+    spec = args[-1] if args else None
+    _head_start(session, spec if isinstance(spec, RunSpec) else None)
+
+
+def warm_forker(session: Session) -> None:
+    """In the forker of a `doit run -n N` (llmtt.taskgraph.forker), before it forks its first
+    worker: the head start (`_head_start`) for the plan's first run."""
+    _head_start(session, session.tasks.runs[0] if session.tasks.runs else None)
+
+
+def _head_start(session: Session, spec: RunSpec | None) -> None:
+    """Import what every worker needs to start its agent, load `spec`'s run, and freeze it all
+    out of the garbage collector's sight, so that the workers share those pages and start at
+    once instead of each doing the same work on two cores. What only the later layers need is
+    left to each worker's agent run (`warm_evaluation`): the first agents start that much
+    sooner."""
     import llmtt.agents.cli_agent  # noqa: F401
     import llmtt.execution.agent_layer  # noqa: F401
     import llmtt.plan.runs  # noqa: F401
     import llmtt.process.pty  # noqa: F401
     import llmtt.spec.project  # noqa: F401
 
-    args = task.actions[0].args if task.actions else []
-    spec = args[-1] if args else None
-    if isinstance(spec, RunSpec):
+    if spec is not None:
         try:
             session.run(spec)
         except Exception:  # noqa: BLE001 - only a head start: the task meets it again and says

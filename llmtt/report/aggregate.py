@@ -8,9 +8,9 @@ import functools
 import json
 import os
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmtt.errors import LlmttError
 from llmtt.evaluation.outcome import as_expected, verdict
@@ -47,6 +47,9 @@ from llmtt.util.atomic import read_json, read_jsonl, write_json, write_text
 from llmtt.util.hashing import hash_file
 from llmtt.util.text import printable
 
+if TYPE_CHECKING:
+    from llmtt.report.cache import Made
+
 REPORT_FORMAT = 1
 
 
@@ -60,6 +63,10 @@ CAST_TAIL_BYTES = 8192
 # Runs report.html lists in itself, and on each page of its list: the others are listed by its
 # script, a page at a time, from compact data.
 FIRST_RUNS = 100
+# Runs whose recordings `run_panels` (every panel in one string, for a report.html.j2 of a
+# project's own written when the page held them) plays; past it, each panel names its run's
+# session.cast instead, so that such a page stays as large as it was before report-runs/.
+EVERY_CAST_UP_TO = 1000
 
 
 def report_data(
@@ -114,14 +121,17 @@ def aggregate(plan: Plan, adaptive: dict[str, Any] | None = None) -> dict[str, A
         _template_id(project, "report-run.html.j2"),
     )
     rows = [m.row for m in made]
-    details = _Panels({run.run_id: m.panel for run, m in zip(plan.runs, made, strict=True)})
+    # By the run ids the page shows, which are redacted like the rest of a row: a secret that
+    # shares characters with a scenario's or variant's name never reaches report-runs/ by its
+    # key, and the page finds the panel of the id it shows.
+    details = _Panels({m.row["run_id"]: m.panel for m in made})
     # Each run's panel goes to report-runs/, read by report.html when the run is opened.
     files = write_panels(
         project.results_dir,
-        [(run.run_id, m.html) for run, m in zip(plan.runs, made, strict=True)],
+        [(m.row["run_id"], m.html) for m in made],
         lambda html: printable(redact(html)),
     )
-    run_panels = _Joined([m.html for m in made])
+    run_panels = _Joined(made, lambda row, data: str(panel.render(r=row, d=data)))
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     data: dict[str, Any] = report_data(
         rows, plan.selection.describe(), now, _comparison(plan, rows, adaptive)
@@ -331,16 +341,28 @@ def _run_data(lines: list[tuple[str, str, str, str]], files: dict[str, Any]) -> 
 
 class _Joined:
     """Every run's panel HTML, joined only if a template shows it (`{{ run_panels }}` in a
-    report.html.j2 of a project's own, written when report.html held the panels)."""
+    report.html.j2 of a project's own, written when report.html held the panels). Past
+    EVERY_CAST_UP_TO runs the panels are rendered again without their recordings, as they were
+    then: 10,000 recordings in one page are up to 80 MB."""
 
-    def __init__(self, parts: list[str]) -> None:
-        self._parts = parts
+    def __init__(self, made: list[Made], render: Callable[[Any, Any], str]) -> None:
+        self._made = made
+        self._render = render
 
     def __html__(self) -> str:
-        return "".join(self._parts)
+        if len(self._made) <= EVERY_CAST_UP_TO:
+            return "".join(m.html for m in self._made)
+        return "".join(self._render(m.row, _named_cast(json.loads(m.panel))) for m in self._made)
 
     def __str__(self) -> str:
         return self.__html__()
+
+
+def _named_cast(details: dict[str, Any]) -> dict[str, Any]:
+    """A panel's data with its run's recording named (`cast_file`) instead of played."""
+    if details.pop("cast", None):
+        details["cast_file"] = True
+    return details
 
 
 class _Panels(Mapping[str, Any]):

@@ -242,14 +242,16 @@ def code_id() -> str:
     """What tells this llmtt's rows, panels and redaction from another's: its version and the
     size and mtime of the modules that make them (every module of report/, found by its path:
     the renderers import this module, not the other way; those of evaluation/shell/, which tell
-    a panel's target commands) and of the redaction."""
+    a panel's target commands), of the redaction and of `printable`, which finishes what the
+    report-runs/ files hold (their signatures hold this too)."""
     from llmtt import __version__, redaction
     from llmtt.evaluation import shell
+    from llmtt.util import text
 
     parts = [__version__]
     here = sorted(Path(__file__).parent.glob("*.py"))
     commands = sorted(Path(str(shell.__file__)).parent.glob("*.py"))
-    for path in (*here, *commands, Path(str(redaction.__file__))):
+    for path in (*here, *commands, Path(str(redaction.__file__)), Path(str(text.__file__))):
         stat = os.stat(path)
         parts.append(f"{stat.st_size}:{stat.st_mtime_ns}")
     return " ".join(parts)

@@ -17,6 +17,10 @@ from llmtt.spec.loading import Loc, read_yaml
 from llmtt.spec.scripted import ScriptedSession
 from llmtt.spec.validation import validate
 
+# report.html's folder of run panels (llmtt.report.panels writes it), in the results folder
+# beside each scenario's folder of runs: no scenario may take its name.
+PANELS_FOLDER = "report-runs"
+
 
 class TaskSpec(Strict):
     """What the agent is asked to do."""
@@ -302,6 +306,16 @@ def load_scenario(path: Path) -> LoadedScenario:
     loaded = LoadedScenario(name=spec.name or path.stem, path=path, spec=spec, lines=lines)
     if not NAME_RE.match(loaded.name):
         raise ConfigError.one(path, "rename the file or set `name:`", field="name", line=1)
+    # A run's folder is <results>/<scenario>/...; "Report-Runs" is the same folder on a
+    # file system that ignores case (macOS's, by default).
+    if loaded.name.lower() == PANELS_FOLDER:
+        raise ConfigError.one(
+            path,
+            f"the name {PANELS_FOLDER!r} is reserved for report.html's folder of run panels "
+            f"(results/{PANELS_FOLDER}/): rename the file or set another `name:`",
+            field="name",
+            line=lines.get(("name",), 1),
+        )
     fixture = loaded.fixture_dir
     if fixture is not None and not fixture.is_dir():
         raise ConfigError.one(

@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from doit.task import Task
+from doit.task import Task, clean_targets
 
 from llmtt.plan.cache import RunSpec
 from llmtt.plan.keys import TRIAGE_FILE
-from llmtt.report.panels import panel_targets
+from llmtt.report.panels import panel_targets, remove_panels
 from llmtt.taskgraph import actions
 from llmtt.taskgraph.uptodate import JudgeCheck, KeyCheck, LayersDone
 from llmtt.taskgraph.warm import warm_workers
@@ -155,7 +155,9 @@ def _aggregate_task(session: Session, warm: Pending) -> dict[str, Any]:
         ]
         + [str(path) for path in panel_targets(results, len(session.tasks.runs))],
         "uptodate": [KeyCheck("aggregate", session.tasks.aggregate_key, warm)],
-        "clean": True,
+        # Every file of report-runs/ and the folder, first: a selection narrower than the one
+        # that wrote them lists fewer of them as targets.
+        "clean": [(remove_panels, [results]), clean_targets],
         "verbosity": 2,
         "io": session.task_io,
     }

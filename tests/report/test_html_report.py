@@ -17,6 +17,7 @@ from conftest import GIT_TOML, Project, run_panels
 
 from llmtt.plan.runs import build_plan
 from llmtt.report import aggregate as reports
+from llmtt.report import cache as report_cache
 from llmtt.report import panels
 from llmtt.spec.project import load_project
 from llmtt.spec.selection import Selection
@@ -286,28 +287,47 @@ def test_report_html_plays_a_run_session_to_its_last_frame(
     assert picture.returncode == 0 and shot.stat().st_size > 10_000
 
 
-# The list's pages and filter, then each run opened by its link, with what its panel said.
+# The list's pages and filter, then each run opened by its link, with what its panel said (and
+# all its text, as it is), and the files the page asked for.
 SAID = """<script>
-var said = {}, seen = [document.getElementById("run-shown").textContent];
+var said = {}, text = {}, seen = [document.getElementById("run-shown").textContent];
+var asked = [], append = document.head.appendChild;
+document.head.appendChild = function (e) { asked.push(e.src); return append.call(this, e); };
 document.getElementById("run-next").click();
 seen.push(document.getElementById("run-list").textContent);
 var filter = document.getElementById("run-filter");
 filter.value = "C/ORACLE";
 filter.dispatchEvent(new Event("input"));
 seen.push(document.getElementById("run-shown").textContent);
-var ids = ["a/oracle/r1", "b/oracle/r1", "c/oracle/r1"];
+var ids = [SECRET_RUN, "b/oracle/r1", "c/oracle/r1"];
 (function next() {
   var id = ids.shift();
-  if (!id) { document.body.dataset.said = JSON.stringify([said, seen]); return; }
+  if (!id) {
+    document.body.dataset.said = JSON.stringify([said, seen, text, asked]);
+    return;
+  }
   location.hash = "#" + id;
   (function wait() {
     var run = document.getElementById(id), state = run && run.querySelector(":scope > .panel-state");
     if (!run || (state && state.className.indexOf("muted") >= 0)) { setTimeout(wait, 10); return; }
     said[id] = (state || run.querySelector(".metrics")).textContent.replace(/\\s+/g, " ");
+    text[id] = run.textContent;
     next();
   })();
 })();
 </script>
+"""
+# What a page must show as it is: it ends a script, opens an HTML comment, ends a line of
+# JavaScript (U+2028), ends a JSON string, escapes.
+HOSTILE = '</script><!-- "q" \\ \u2028 end'
+# Known as a secret, and 10 of its characters in a scenario's name: the run's id is masked.
+SECRET = "Zq7x9LmP2wRt5vBn8Kc3Yh6D"
+RUN_SCENARIO = """\
+task: {prompt: x}
+solution: [git init -q .]
+evaluation:
+  gates:
+    - {type: command_output_matches, command: %s, pattern: never-printed}
 """
 
 
@@ -315,46 +335,82 @@ def test_report_runs_files_a_missing_one_is_said_and_those_of_runs_gone_are_remo
     project: Project, tmp_path: Path
 ) -> None:
     project.write("llmtt.toml", GIT_TOML)
-    for name in ("a", "b", "c"):
-        project.write(f"scenarios/{name}.yaml", "task: {prompt: x}\nsolution: [git init -q .]\n")
-    assert project.doit("run").code == 0
+    # Every run fails a gate whose command, in its reason and its panel, is hostile text.
+    scenario = RUN_SCENARIO % json.dumps(f"echo hi # {HOSTILE}")
+    names = (f"a-{SECRET[:10]}", "b", "c")
+    for name in names:
+        project.write(f"scenarios/{name}.yaml", scenario)
+    env = {"DEPLOY_TOKEN": SECRET}
+    assert project.doit("run", env=env).code == 0
     results = project.results()
     files = results / "report-runs"
+    masked = "a-[REDACTED]/oracle/r1"
 
     def aggregate() -> list[str]:
         reports.aggregate(build_plan(load_project(project.root), Selection()))
         return sorted(p.name for p in files.iterdir())
 
+    def inodes() -> dict[str, int]:
+        return {p.name: p.stat().st_ino for p in files.iterdir()}
+
     with pytest.MonkeyPatch.context() as patch:  # a file and a page a run, as 100 runs are
+        patch.setenv("DEPLOY_TOKEN", SECRET)
         patch.setattr(panels, "CHUNK_RUNS", 1)
         patch.setattr(reports, "FIRST_RUNS", 1)
+        (files / ".0001.js.k1ll3d.tmp").write_text("llmttPanels(1, ")  # a write killed
         assert aggregate() == ["0000.js", "0001.js", "0002.js"]
-        # a file that holds what it should is not written again; one that does not, is
-        kept = {p.name: p.stat().st_ino for p in files.iterdir()}
-        (files / "0001.js").write_text("llmttPanels(1, ")  # as a copy cut short
+        # a file that holds what it should is not written again; one that does not (one cut
+        # short, with its first line or without) is
+        kept = inodes()
+        (files / "0001.js").write_text("llmttPanels(1, ")
+        whole = (files / "0002.js").read_text()
+        (files / "0002.js").write_text(whole[: whole.index("\n") + 40])
         aggregate()
-        assert {p.name: p.stat().st_ino for p in files.iterdir()} != kept
-        assert (files / "0000.js").stat().st_ino == kept["0000.js"]
-        assert list(run_panels(results)) == ["a/oracle/r1", "b/oracle/r1", "c/oracle/r1"]
+        again = inodes()
+        assert again["0000.js"] == kept["0000.js"]
+        assert again["0001.js"] != kept["0001.js"] and again["0002.js"] != kept["0002.js"]
+        assert (files / "0002.js").read_text() == whole
+        # another llmtt (its redaction or escaping may differ) writes them all again
+        patch.setattr(report_cache, "code_id", lambda: "another llmtt")
+        aggregate()
+        assert all(inodes()[name] != again[name] for name in again)
+        assert list(run_panels(results)) == [masked, "b/oracle/r1", "c/oracle/r1"]
+        assert SECRET[:8] not in "".join(p.read_text() for p in files.iterdir())
         (files / "0001.js").unlink()
         (files / "0002.js").write_text(  # a file of another report
             (files / "0002.js").read_text().replace('", {', 'x", {')
         )
+        signature = (files / "0000.js").read_text().split()[4]
         probe = results / "said.html"
-        probe.write_text((results / "report.html").read_text().replace("</body>", SAID))
-        dom = chromium(tmp_path, "--virtual-time-budget=20000", "--dump-dom", probe.as_uri())
+        said_script = SAID.replace("SECRET_RUN", json.dumps(masked))
+        probe.write_text((results / "report.html").read_text().replace("</body>", said_script))
+        # opened at a link that is no URI escape: the page's script still runs to its end
+        dom = chromium(
+            tmp_path, "--virtual-time-budget=20000", "--dump-dom", probe.as_uri() + "#50%25%E0"
+        )
         assert dom.returncode == 0, dom.stderr[-2000:]
+        assert 'data-ready="1"' in dom.stdout
         found = re.search(r'data-said="([^"]*)"', dom.stdout)
         assert found, dom.stdout[-3000:]
-        said, seen = json.loads(html_unescape(found[1]))
-        assert seen[0] == "runs 1–1 of 3" and "b/oracle/r1" in seen[1] and "a/oracle" not in seen[1]
+        said, seen, text, asked = json.loads(html_unescape(found[1]))
+        assert seen[0] == "runs 1–1 of 3" and "b/oracle/r1" in seen[1] and masked not in seen[1]
         assert seen[2] == "runs 1–1 of 1 kept by the filter (3 in all)"
-        assert "total_commands 1" in said["a/oracle/r1"]
+        assert "total_commands 1" in said[masked]
         assert said["b/oracle/r1"].startswith("This run's panel is in report-runs/0001.js beside")
         assert said["c/oracle/r1"].startswith("report-runs/0002.js is not the file this report")
-        # runs leave the plan: their files go; `doit clean` removes the rest and the folder
-        (project.root / "scenarios/c.yaml").unlink()
-        (project.root / "scenarios/b.yaml").unlink()
+        # the hostile text, as it is: in a panel read from its file, in a line the script made
+        assert HOSTILE in text[masked] and HOSTILE in seen[1]
+        # each file asked for with its signature: no cache serves another version's
+        assert any(name.endswith(f"/report-runs/0000.js?{signature}") for name in asked), asked
+        # runs leave the plan: their files go
+        for name in names[1:]:
+            (project.root / f"scenarios/{name}.yaml").unlink()
         assert aggregate() == ["0000.js"]
-    clean = project.doit("clean")
+        for name in names[1:]:
+            project.write(f"scenarios/{name}.yaml", scenario)
+        assert aggregate() == ["0000.js", "0001.js", "0002.js"]
+    # `doit clean` over fewer runs than wrote the files (its targets name 0000.js alone) removes
+    # every file, a killed write's and the folder
+    (files / ".0002.js.k1ll3d.tmp").write_text("llmttPanels(2, ")
+    clean = project.doit("clean", env=env)
     assert clean.code == 0 and not files.exists(), clean.out + clean.err

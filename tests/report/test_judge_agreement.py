@@ -90,7 +90,9 @@ def test_kappa_table_per_group_and_the_low_agreement_warning(project: Project) -
     assert "| all | all | 24 | 11 | 1 | 7 | 5 | 0.667 | 0.333 |" in text
     assert "| claude-code | m | 12 | 5 | 1 | 1 | 5 | 0.833 | 0.667 |" in text
     trend = {**history(project.root / "none.db", None), "chart": ""}
-    html = _html(loaded, data, {}, _Joined([]), trend, {"chunk_runs": 100, "chunks": []})
+    html = _html(
+        loaded, data, {}, _Joined([], lambda r, d: ""), trend, {"chunk_runs": 100, "chunks": []}
+    )
     assert 'id="judge-agreement"' in html and "Warning: low agreement" in html
 
 

@@ -11,9 +11,14 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import pytest
 from conftest import GIT_TOML, Project, run_panels
 
+from llmtt.plan.runs import build_plan
 from llmtt.redaction import MASK
+from llmtt.report import aggregate as reports
+from llmtt.spec.project import load_project
+from llmtt.spec.selection import Selection
 
 TOKEN = "Zq7x9LmP2wRt5vBn8Kc3Yh6D"  # no key shape: masked only once a variable holds it
 SCENARIO = """\
@@ -137,6 +142,15 @@ def test_a_page_template_of_the_projects_own_still_reads_each_runs_panel(
     # a page written when report.html held the runs' panels still shows them all
     assert shown == "".join(run_panels(project.results()).values())
     assert shown.count("PASS</span> s0/oracle/r") == 2 and "$ git comit" in shown
+    assert shown.count('<script type="application/json" class="cast">') == 2
+    # past 1,000 runs such a page names each run's recording instead of holding it, as then
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(reports, "EVERY_CAST_UP_TO", 1)
+        reports.aggregate(build_plan(load_project(project.root), Selection()))
+    shown = (project.results() / "report.html").read_text().partition("|")[2]
+    assert 'class="cast"' not in shown and "$ git comit" in shown
+    assert shown.count("session: session.cast in the run's folder") == 2
+    assert len(shown) < len("".join(run_panels(project.results()).values()))
 
 
 def kept_html(project: Project) -> dict[str, str]:

@@ -648,6 +648,23 @@ SCENARIO_CASES = [
         "rename the file or set `name:`",
     ),
     case(
+        "name-of-the-report-panels-folder",
+        {"scenarios/s.yaml": rows(PROMPT, "tags: [x]", "name: report-runs")},
+        "scenarios/s.yaml",
+        3,
+        "name",
+        "'report-runs' is reserved for report.html's folder of run panels",
+        "rename the file or set another `name:`",
+    ),
+    case(
+        "file-stem-of-the-report-panels-folder",
+        {"scenarios/Report-Runs.yaml": rows(PROMPT)},
+        "scenarios/Report-Runs.yaml",
+        1,
+        "name",
+        "'report-runs' is reserved",
+    ),
+    case(
         "judge-enabled-without-rubric",
         {"scenarios/s.yaml": rows(PROMPT, "evaluation:", "  judge:", "    enabled: true")},
         "scenarios/s.yaml",

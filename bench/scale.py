@@ -173,7 +173,10 @@ def main() -> None:
     for code in codes:
         for size, root in ((10, small), (max(sizes), large)):
             copy = root if code is None else root.with_name(root.name + "-before")
-            if code is not None and not copy.exists():
+            if code is not None:
+                # Made again each time: one left by an earlier call may be of other --sizes,
+                # or hold results and a .doit.db of a project since made again.
+                shutil.rmtree(copy, ignore_errors=True)
                 shutil.copytree(root, copy, symlinks=True)
             timed(copy, "run", task, code=code)  # the plan cache, warm
             roots[code, size] = copy

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import BinaryIO, ClassVar
 
 from llmtt.events import EventWriter
-from llmtt.process.sandbox.bwrap import Confinement
+from llmtt.process.sandbox.bwrap import Confinement, Sandbox
 from llmtt.spec.config import AgentSettings, ModelSpec
 from llmtt.spec.scenario import Scenario
 
@@ -152,6 +152,12 @@ class Agent(ABC):
     def drift(self, version: str) -> str | None:
         """Why a run with this agent at `version` is not on proven ground (a CLI other than
         the one llmtt pins and tests), or None."""
+        return None
+
+    def prepare_home(self, home: Path, sandbox: Sandbox | None) -> None:
+        """Lay this agent's own files into a run's new `home`, before any process of the run
+        (its setup included) has started there, so none can have put a link in their way;
+        `sandbox`: the project's, for a process that helps (None: runs are unconfined)."""
         return None
 
     def install_paths(self) -> tuple[Path, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from llmtt.agents.base import OwnProvider, RunContext
@@ -14,6 +15,7 @@ from llmtt.agents.opencode_home import seed_home
 from llmtt.agents.pricing import Pricing, Tokens
 from llmtt.agents.stream import MAX_TOKENS, StreamParser, figure, json_text, mapping, whole
 from llmtt.events import EventWriter, tool_name
+from llmtt.process.sandbox.bwrap import Sandbox
 from llmtt.process.shell import tool_path
 
 PROVIDER = "llmtt"
@@ -261,12 +263,16 @@ class OpencodeAgent(CliAgent):
             # opencode resolves its project from PWD, not from the real working directory.
             "PWD": str(ctx.workspace),
         }
-        # Its database made and migrated, and its plugin package taken as installed, once per
-        # project and binary instead of in every run's new HOME (opencode_home.py).
-        seed_home(ctx.home, exe, self.project_root)
         return [exe, "run", "--format", "json", "-m", model, ctx.prompt], {
             k: v for k, v in env.items() if v
         }
+
+    def prepare_home(self, home: Path, sandbox: Sandbox | None) -> None:
+        """Its database made and migrated, and its plugin package taken as installed, once per
+        project and binary instead of in every run's new HOME (opencode_home.py)."""
+        exe = self.executable()
+        if exe is not None:
+            seed_home(home, exe, self.project_root, sandbox)
 
     def parser(self, ctx: RunContext) -> StreamParser:
         """An opencode JSON event reader."""

@@ -1,9 +1,14 @@
-"""`llmtt clean`: the folders of deleted scenarios and old runs, listed, and removed on --yes."""
+"""`llmtt clean`: the folders of deleted scenarios and old runs, and opencode templates no run
+uses (llmtt/agents/opencode_home.py), listed, and removed on --yes."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llmtt.spec.project import Project
 
 _AGE = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -20,6 +25,7 @@ def clean(root: Path, older_than: float | None, yes: bool) -> int:
     import shutil
     import time
 
+    from llmtt.agents.opencode_home import FOLDER, leftovers
     from llmtt.report.panels import PANELS_DIR
     from llmtt.spec.project import load_project
 
@@ -43,14 +49,21 @@ def clean(root: Path, older_than: float | None, yes: bool) -> int:
                     last = max(p.stat().st_mtime for p in run.parent.glob("*.json"))
                     if last < cutoff:
                         doomed.append((run.parent, f"last written {_ago(time.time() - last)}"))
+    templates = project.root / FOLDER
+    doomed += leftovers(project.root, _opencode(project))
     total = 0
     for folder, why in doomed:
-        assert folder.resolve().is_relative_to(results) and folder.resolve() != results
+        inside = results if folder.parent != templates else templates.resolve()
+        assert folder.resolve().is_relative_to(inside) and folder.resolve() != inside
         size = _size(folder)
         total += size
         print(f"{'removed' if yes else 'would remove'} {folder} ({_bytes(size)}; {why})")
-        if yes:
+        if yes and not folder.is_dir():
+            folder.unlink()  # a template's failure record
+        elif yes:
             shutil.rmtree(folder)
+            if folder.parent == templates:
+                continue
             for parent in (folder.parent, folder.parent.parent):
                 if parent.resolve() != results and parent.is_dir() and not any(parent.iterdir()):
                     parent.rmdir()
@@ -63,7 +76,18 @@ def clean(root: Path, older_than: float | None, yes: bool) -> int:
     return 0
 
 
+def _opencode(project: Project) -> str | None:
+    """The opencode binary runs of this project start (its template is kept), or None."""
+    from llmtt.agents.cli_agent import CliAgent
+    from llmtt.agents.registry import make_agent
+
+    agent = make_agent(project.config, project.root, "opencode")
+    return agent.executable() if isinstance(agent, CliAgent) else None
+
+
 def _size(folder: Path) -> int:
+    if not folder.is_dir():
+        return folder.lstat().st_size
     return sum(p.lstat().st_size for p in folder.rglob("*") if not p.is_dir() or p.is_symlink())
 
 

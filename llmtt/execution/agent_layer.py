@@ -259,6 +259,7 @@ def _run_agent(
         view = _view(ws, mounts, base)
     except WorkspaceError as exc:
         return _error(str(exc))
+    agent.prepare_home(ws.home, base)  # before the setup, the first process in that HOME
     try:
         target_env = expand_env(run.target.env, workspace=str(ws.workspace), run_dir=str(run.dir))
     except LlmttError as exc:

@@ -107,9 +107,22 @@ class PreloadedSqliteDB(SqliteDB):  # type: ignore[misc]
         lookup keeps what was set, as with doit's backend)."""
         if not self._loaded:
             self._load()
-        text = self._rows.pop(task_id, None)
+        text = self._rows.get(task_id)
         if task_id not in self._cache:
-            self._cache[task_id] = self.codec.decode(text) if text else {}
+            try:
+                data = self.codec.decode(text) if text else {}
+                if not isinstance(data, dict):
+                    raise ValueError(f"a {type(data).__name__}, not an object")
+            except ValueError as exc:
+                # The row stays: dropped, each later lookup would find nothing, and the task
+                # would count as never run (a paid run carried out again) without a word.
+                sys.stderr.write(
+                    f"llmtt: {self.name}: the saved state of task {task_id} is damaged ({exc}):"
+                    f" `doit forget {task_id}` forgets it (the task then runs again)\n"
+                )
+                raise SystemExit(2) from None
+            self._cache[task_id] = data
+        self._rows.pop(task_id, None)
 
     def _get_task_data(self, task_id: str) -> dict[str, Any]:
         # Every saved task is in the rows read; one not there has nothing saved.

@@ -93,6 +93,26 @@ def test_rows_are_read_at_the_first_lookup_not_on_open(tmp_path: Path) -> None:
     assert db._rows == {}
 
 
+def test_a_damaged_row_is_said_at_every_lookup_naming_the_task_and_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row that is not doit's JSON ends the invocation with one line, and says so again at
+    the next lookup: never taken for a task that never ran (a paid run carried out again)."""
+    path = tmp_path / "deps.sqlite3"
+    _written(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE doit SET task_data = '{\"llmtt_key\": ' WHERE task_id = 'a:agent'")
+    db = PreloadedSqliteDB(str(path), JSONCodec())
+    for _ in range(2):
+        with pytest.raises(SystemExit) as ended:
+            db.get("a:agent", "llmtt_key")
+        assert ended.value.code == 2
+        said = capsys.readouterr().err
+        assert said.startswith(f"llmtt: {path}: the saved state of task a:agent is damaged")
+        assert "`doit forget a:agent`" in said and said.count("\n") == 1
+    assert db.get("b", "checker_") == "MD5Checker"  # the other rows are read as before
+
+
 def test_a_value_set_before_any_lookup_keeps_the_rest_of_its_row(tmp_path: Path) -> None:
     path = tmp_path / "deps.sqlite3"
     _written(path)

@@ -164,6 +164,8 @@ def test_a_killed_forker_is_one_line_saying_to_run_doit_again(project: Project) 
     said = "llmtt: the process that forks the workers of `doit run` has ended;"
     assert said in out and "\n143\n" not in out, out
     assert "Traceback" not in out, out
+    # No worker is left holding the project's lock (the watchdog ends on its own, soon after).
+    _until(lambda: faults.project_processes(project.root) == [], 10)
 
 
 def _commands(project: Project, command: str) -> list[int]:

@@ -155,9 +155,7 @@ class Forker:
         self.process.forker = self
         self.process.start()
         theirs.close()
-        # An invocation that ends before doit made a runner (an unknown task, a dodo file's
-        # error) has the forker end at once, not after `signals.end_workers`' wait for it.
-        atexit.register(self.end)
+        atexit.register(self.close)
 
     @property
     def gone(self) -> bool:
@@ -213,6 +211,23 @@ class Forker:
         self.process.join(1.0)
         if not self.gone:
             _signal(self.process.pid, signal.SIGKILL)
+
+    def close(self, grace_secs: float = 5.0) -> None:
+        """At exit: tell the forker to end (an invocation that ends before doit made a runner,
+        for an unknown task or a dodo file's error, would otherwise wait out
+        `signals.end_workers`' grace for it). If it was killed, its workers are nobody's
+        children that doit waits for: those still there after `grace_secs` (one stuck on its
+        way out would hold the project's lock for ever) are killed."""
+        self.end()
+        if not self.gone:
+            return  # `signals.end_workers` waits for it, then kills its workers and it
+        self.hear()
+        deadline = time.monotonic() + grace_secs
+        while any(_exists(p) for p in self.running.values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in self.running.values():
+            if _exists(pid):
+                _signal(pid, signal.SIGKILL)
 
     def hear(self, timeout: float = 0.0) -> None:
         """Note the workers that started or ended since last time (waiting up to `timeout`
@@ -305,8 +320,9 @@ class Worker:
             self.forker.hear(min(left, 1.0))
 
     def terminate(self) -> None:
-        """SIGTERM, as doit stops its workers."""
-        if self.exitcode is None:  # not reaped by the forker yet: still this worker's pid
+        """SIGTERM, as doit stops its workers; not once the forker is gone: the worker had the
+        parent-death signal, and a second SIGTERM could cut its way out short (`close`)."""
+        if self.exitcode is None and not self.forker.gone:  # not reaped: still its pid
             _signal(self.pid, signal.SIGTERM)
 
     def kill(self) -> None:

@@ -147,6 +147,27 @@ def test_a_killed_worker_leaves_its_run_not_carried_out_and_the_others_finish(
     assert "R a-killed/oracle/r1" in status and "U b-kept/oracle/r1" in status, status
 
 
+def test_a_killed_forker_is_one_line_saying_to_run_doit_again(project: Project) -> None:
+    """The process that forks the workers killed (the OOM killer): its workers end with it,
+    and doit says so, not the exit status they ended with."""
+    project.write("llmtt.toml", '[target]\nbinary = "echo"\n\n[isolation]\nmode = "none"\n')
+    project.write("scenarios/slow.yaml", SLOW)
+    doit = _background(project, "run", "-n", "2")
+    try:
+        _until(lambda: bool(_commands(project, "sleep 30")))
+        forker = _worker(_commands(project, "sleep 30")[0], doit.proc.pid)
+        os.kill(read_stat(forker).ppid, signal.SIGKILL)  # type: ignore[union-attr]
+        code, out = doit.wait(20)
+    finally:
+        doit.proc.kill()  # when it hangs
+    assert code != 0, out
+    said = "llmtt: the process that forks the workers of `doit run` has ended;"
+    assert said in out and "\n143\n" not in out, out
+    assert "Traceback" not in out, out
+    # No worker is left holding the project's lock (the watchdog ends on its own, soon after).
+    _until(lambda: faults.project_processes(project.root) == [], 10)
+
+
 def _commands(project: Project, command: str) -> list[int]:
     """The processes in the project running `command`."""
     found = (line.split(" ", 1) for line in faults.project_processes(project.root))

@@ -24,6 +24,7 @@ doit.cfg; the `doit.LOADER` entry point `llmtt` names this class), or from an un
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import sys
 import time
@@ -176,6 +177,14 @@ class LlmttLoader(DodoTaskLoader):  # type: ignore[misc]  # doit is untyped
                     console(f"llmtt: repeats=auto: next round: {_rounds(following)}\n")
                 )
                 self.session = following
+                # This round's graph, dropped before the next round's forker is forked from
+                # this process: the forker and its workers would otherwise hold it too. It was
+                # frozen out of the collector's sight (`make_tasks`), and its tasks refer to
+                # each other: only a collection with it thawed frees it.
+                cmd.task_list = []
+                del session
+                gc.unfreeze()
+                gc.collect()
                 cmd.task_list = self._tasks(cmd, pos_args, following)
                 config = following.doit_config(quiet=self.quiet)
                 if first is None:

@@ -29,12 +29,12 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from doit.exceptions import BaseFail, TaskError
-from doit.runner import MRunner
+from doit.runner import MRunner, Runner
 
 from llmtt.process import watchdog
 from llmtt.taskgraph import actions
 from llmtt.taskgraph.concurrency import PacedDispatch
-from llmtt.taskgraph.forker import FORK, Forker
+from llmtt.taskgraph.forker import FORK, Forker, carry_out, ended
 
 # How often doit's main process, waiting for a result, looks whether a worker died.
 POLL_SECS = 0.2
@@ -84,7 +84,10 @@ class WorkerRunner(PacedDispatch, MRunner):  # type: ignore[misc]  # doit is unt
         super().__init__(*args, **kwargs)
         self.workers: list[Any] = []  # doit's own list: a dead one's successor joins it
         self.carrying: dict[int, str] = {}  # a worker's pid: the task it carries out
-        self.mourned: set[int] = set()  # the workers whose death was dealt with
+        self.mourned: set[Any] = set()  # the workers whose death was dealt with
+        # Carries out, in this process, a task that cannot be sent to a worker (`Jobs`), and
+        # its teardown at the end.
+        self.here: Runner | None = None
         self.start_worker: Callable[[], Any] | None = None
         # Used without llmtt's loader (by its tests), the runner forks its own forker: its
         # workers then map the task graph, already built.
@@ -102,6 +105,7 @@ class WorkerRunner(PacedDispatch, MRunner):  # type: ignore[misc]  # doit is unt
         forker = self.forker
         forker.reporting = self.reporter.__class__, self.stream
         forker.jobs.tasks = self.tasks  # tasks go to the workers whole: they have no graph
+        forker.jobs.carry_out = self._carry_out_here
         self.start_worker = lambda: forker.start()[0]
         ready = 0
         for _ in range(self.num_process):  # doit's: no more workers than tasks ready
@@ -117,9 +121,23 @@ class WorkerRunner(PacedDispatch, MRunner):  # type: ignore[misc]  # doit is unt
     def finish(self) -> Any:
         """doit's end of the run, and the forker's once its workers have ended."""
         try:
+            if self.here is not None:
+                self.here.teardown()
             return super().finish()
         finally:
             self.forker.end()
+            # The forker outlives the run (atexit ends it): it no longer refers to the graph,
+            # which a later round of repeats=auto frees before it forks its own forker.
+            self.forker.jobs.tasks, self.forker.jobs.carry_out = {}, None
+            self.forker.results.runner = None
+
+    def _carry_out_here(self, task: Any) -> None:
+        """Carry out `task` in this process, as a worker would, its result queued for doit's
+        loop (see `llmtt.taskgraph.forker.Jobs`). Meanwhile no job is dispatched and no
+        worker's death is noticed: a dodo file's task rarely takes long."""
+        if self.here is None:
+            self.here = Runner(None, self.reporter, stream=self.stream)
+        self.forker.results.put(carry_out(self.here, task))
 
     def next_result(
         self, get: Callable[[bool, float], Message], empty: Callable[[], bool]
@@ -134,6 +152,10 @@ class WorkerRunner(PacedDispatch, MRunner):  # type: ignore[misc]  # doit is unt
                 if lost is not None:
                     return lost
                 continue
+            if "exit" in message and self.forker.gone:
+                # A worker ended by the forker's death (the parent-death signal: exit status
+                # 143), which is what the user is told.
+                raise SystemExit(ended())
             self._hear()  # a task's start is told before its result is sent
             if "task" in message:  # a task's result: its worker is free again
                 self.carrying = {p: n for p, n in self.carrying.items() if n != message["name"]}
@@ -143,12 +165,12 @@ class WorkerRunner(PacedDispatch, MRunner):  # type: ignore[misc]  # doit is unt
         """A result for the task of a worker that died, if one did and sent nothing more."""
         for worker in self.workers:
             code = worker.exitcode
-            if code in (None, 0) or worker.pid in self.mourned:
+            if code in (None, 0) or worker in self.mourned:
                 continue  # alive, or ended as doit told it to (or with doit's own message)
             if not empty():
                 return None  # what it sent before it died is read first
             self._hear()
-            self.mourned.add(worker.pid)
+            self.mourned.add(worker)
             # What its run started would otherwise run on, beyond its time limit, until doit ends.
             watchdog.end_strays([os.getpid(), *(w.pid for w in self.workers if w.is_alive())])
             how = _death(code)

@@ -103,3 +103,32 @@ def test_a_worker_killed_between_tasks_ends_the_invocation_at_once(tmp_path: Pat
         worker.join(5)
         assert worker.exitcode is not None
     assert not (tmp_path / "second").exists()
+
+
+def _write_pid(path: Path) -> None:
+    path.write_text(str(os.getpid()))
+
+
+def test_a_task_with_a_lambda_doit_alone_uses_is_carried_out_by_a_worker(tmp_path: Path) -> None:
+    """A dodo file's title, clean action or up-to-date check written as a lambda: a worker needs
+    none of them."""
+    runner = _runner(tmp_path)
+    titled = Task(
+        "titled",
+        [(_write_pid, [tmp_path / "pid"])],
+        title=lambda task: "titled",
+        clean=[lambda: None],
+        uptodate=[lambda: False],
+    )
+    assert _run(runner, [titled]) == 0
+    assert int((tmp_path / "pid").read_text()) != os.getpid()
+
+
+def test_a_task_doit_carries_out_itself_has_its_teardown_run_at_the_end(tmp_path: Path) -> None:
+    """Its action is a lambda: it cannot be sent to a worker."""
+    runner = _runner(tmp_path)
+    inline = Task(
+        "inline", [lambda: (tmp_path / "done").touch()], teardown=[(_write, [tmp_path / "torn"])]
+    )
+    assert _run(runner, [inline]) == 0
+    assert (tmp_path / "done").exists() and (tmp_path / "torn").exists()

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from llmtt.spec.scenario import PANELS_FOLDER
+from llmtt.spec.reserved import PANELS_FOLDER
 
 PANELS_DIR = PANELS_FOLDER  # beside report.html; no scenario may take the name
 # Runs a file: a page of report.html's list of runs; 0.5-2 MB of panels, as long as each run's

@@ -14,12 +14,9 @@ from llmtt.spec.config import Command, Strict, TargetSpec
 from llmtt.spec.evaluation import EvaluationSpec, ScriptsSpec
 from llmtt.spec.gates import NAME_RE, ScriptGate, ScriptSource, check_relative
 from llmtt.spec.loading import Loc, read_yaml
+from llmtt.spec.reserved import PANELS_FOLDER
 from llmtt.spec.scripted import ScriptedSession
 from llmtt.spec.validation import validate
-
-# report.html's folder of run panels (llmtt.report.panels writes it), in the results folder
-# beside each scenario's folder of runs: no scenario may take its name.
-PANELS_FOLDER = "report-runs"
 
 
 class TaskSpec(Strict):

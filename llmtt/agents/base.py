@@ -154,6 +154,11 @@ class Agent(ABC):
         the one llmtt pins and tests), or None."""
         return None
 
+    def warm(self) -> None:
+        """Load what each run of this agent loads first (a library), once in the forker of a
+        `doit run -n N` (llmtt.taskgraph.warm) rather than in each of its workers."""
+        return None
+
     def prepare_home(self, home: Path, sandbox: Sandbox | None) -> None:
         """Lay this agent's own files into a run's new `home`, before any process of the run
         (its setup included) has started there, so none can have put a link in their way;

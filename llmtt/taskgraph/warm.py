@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from llmtt.plan.cache import RunSpec
 
 if TYPE_CHECKING:
+    from llmtt.plan.runs import Run
     from llmtt.spec.project import Project
     from llmtt.taskgraph.session import Session
 
@@ -59,10 +60,27 @@ def _head_start(session: Session, spec: RunSpec | None) -> None:
 
     if spec is not None:
         try:
-            session.run(spec)
+            project, run = session.run(spec)
+            _warm_libraries(project, run)
         except Exception:  # noqa: BLE001 - only a head start: the task meets it again and says
             pass
     gc.freeze()
+
+
+def _warm_libraries(project: Project, run: Run) -> None:
+    """What the run's agent loads first (litellm, for llmtt's own agent loop: 3 s of CPU and
+    140 MB, once here rather than in each worker, its pages shared), and litellm for its
+    judge when the judge may be asked (a free model, or spending switched on)."""
+    from llmtt.agents.registry import make_agent
+    from llmtt.providers import SCRIPTED, import_litellm, resolve_model
+
+    make_agent(project.config, project.root, run.agent).warm()
+    if run.judge is None:
+        return
+    name = run.judge.model
+    free = name == SCRIPTED or resolve_model(name, project.config.models).free
+    if free or os.environ.get("LLMTT_ENABLED") == "1":
+        import_litellm("the judge")
 
 
 def warm_evaluation(session: Session, project: Project) -> None:

@@ -3,34 +3,40 @@
 Past a point, more agents at once on one machine finish no more runs a minute: each run's agent
 just takes longer (opencode's 18x at -n 16 on two cores), until its timeout is charged to the
 agent. Under `jobs=auto` doit starts workers for the most that may be allowed (`workers`), and
-doit's main process lets only so many *agent* layers out at once (`PacedDispatch`); the other
-layers are cheap and go as doit hands them out. A limit is kept per agent CLI and model (a
+doit's main process lets only so many of a unit's layers out at once (llmtt/taskgraph/pacing.py):
+its agents and its runs' other layers (evaluation, judge, triage, report) alike, as `-n N` does
+(let out beside the agents, they made a 0.75 s claude-code run 1.12-1.20x slower at a limit of
+one); the aggregate goes as doit hands it out. A limit is kept per agent CLI and model (a
 "unit": `codex/gpt-5`, or the agent alone without a model): a slow remote model leaves the
 machine idle where a fast local one fills it. It is found by `Agent`:
 
 - every run is judged against a baseline of its own kind (its scenario, variant, model and the
   agent's settings: the agent key but the repeat): the median agent time of that kind's first
-  runs carried out alone (no other run of the unit under way); a kind with none yet uses the
+  runs carried out alone (no other layer of the unit under way); a kind with none yet uses the
   time remembered for it, else its own first runs at the lowest concurrency it was seen at
   (a kind first seen at a limit remembered from before is its own yardstick there: only a
   slowdown that comes later, or the throughput, moves the limit for its runs);
 - one at a time first (the first runs give the baselines), then a higher limit (x2 up to 2,
   then x1.5: 1, 2, 3, 4, 6, 9) while the median of the runs' agent times over their baselines
-  stays within `WITHIN` and the throughput (runs under way / median time from dispatch to
+  stays within `WITHIN` and the throughput (agents under way / median time from dispatch to
   result, each over its baseline: Little's law, steadier than counting completions in a short
   window) rose by `RISE`; once a limit is past that point, one more at a time from the best
   limit below it;
-- a limit is judged only on runs let out while the unit really had `limit` of them under way,
+- a limit is judged on a window of runs: at least three, as many as the limit, and as many
+  as take `SPAN` seconds alone (up to `MOST_WINDOW`): a short agent's runs are noisier and
+  cheap, and three of them carry the whole margin between 1.15x and 1.2x;
+- a limit is judged only on runs let out while the unit really had `limit` layers under way,
   and at a new limit as soon as half its window is past `MOST`, or a run timed out (a timeout
   is no sample of the agent's time, but the strongest sign of too many at once), it is past
   the point at once, without waiting for the window;
 - it settles at the limit of the best throughput among those whose agent time stayed within
-  `MOST`; settled, a window whose median passes `MOST` takes the limit down one, and a window
+  `MOST` over its last `POOL` windows; settled, a window whose median passes `MOST` takes the
+  limit down one when the last `WATCH` windows together pass it too, and a window
   within `WITHIN` back up one, no higher than one above where it settled (a slow spell,
   another program on the machine, passes); a limit that passed `MOST` twice is not gone back
   to.
 
-Units are paced apart and share the machine: a run takes 1/limit of it, so two run together
+Units are paced apart and share the machine: a layer takes 1/limit of it, so two run together
 fill it no further than either would alone (an opencode at limit 2 and a codex at limit 4 run
 one opencode beside two codex runs). Held runs go oldest first: a run held only because the
 machine is full holds back the younger runs of every unit (one at its own limit holds back no
@@ -50,19 +56,12 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import multiprocessing
 import os
 import statistics
-import sys
-import time
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from doit.runner import JobHold, JobTask, JobTaskPickle
-from doit.task import DelayedLoaded
 from pydantic import BaseModel, ValidationError
 
 from llmtt.errors import LlmttError
@@ -73,8 +72,14 @@ from llmtt.util.hashing import hash_value
 WITHIN = 1.15  # raise the limit while the median agent time stays within this of the baseline
 MOST = 1.2  # never settle where it is past this; settled, a window past it steps down
 RISE = 1.05  # a limit must raise the throughput by this much to count as better
-BASELINE_RUNS = 3  # runs one at a time for the baseline (its noise is in every comparison)
+BASELINE_RUNS = 3  # the least runs one at a time for the baseline (its noise is in every
+# comparison)
 WINDOW = 3  # the least runs a higher limit is judged on
+SPAN = 8.0  # and a window holds at least this much agent time run alone: a short run is
+# noisier (a scheduler's hiccup is a larger part of it) and cheaper to repeat
+POOL = 4  # windows: a limit's standing, to settle or remember it
+WATCH = 2  # windows: settled, a step down needs these past MOST as well as the last
+MOST_WINDOW = 8  # but no more runs than this for the span (a higher limit: as many as it)
 PER_CORE = 4  # the most agents at once jobs=auto may reach: this many per core
 MOST_WORKERS = 16  # and no more workers than this (~45 MB each) unless -n N says more
 KINDS = 64  # the most kinds' baselines remembered per unit (the latest measured)
@@ -242,7 +247,8 @@ class _Sample:
     kind: str
     agent_secs: float
     run_secs: float  # dispatch to result, in doit's process
-    under_way: int  # the unit's runs under way at dispatch, itself included
+    under_way: int  # the unit's layers under way at dispatch, itself included
+    agents: int  # of them, agent layers (the runs whose agents are under way)
 
 
 @dataclass
@@ -263,6 +269,7 @@ class Agent:
     runs_per_min: float | None = None  # remembered at `remembered`, for a first comparison
     remembered: int = 0
     first: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # by kind
+    alone: list[float] = field(default_factory=list)  # the first runs alone, any kind
     levels: dict[int, list[_Sample]] = field(default_factory=dict)
     fresh: int = 0  # runs judged at `limit` since it was set
     over: int = 0  # of them, past MOST
@@ -289,8 +296,21 @@ class Agent:
 
     def window(self, level: int) -> int:
         """The runs a limit is judged on: the baseline's, else at least WINDOW and as many
-        as the limit (each run under way once)."""
-        return BASELINE_RUNS if level == 1 else max(WINDOW, level)
+        as the limit (each run under way once); and, up to MOST_WINDOW, as many as take SPAN
+        seconds alone (three runs of a 0.7 s agent read 0.70 s where 64 read 0.75 s: a
+        higher limit's 1.15x read as 1.23x)."""
+        least = BASELINE_RUNS if level == 1 else max(WINDOW, level)
+        typical = self._typical()
+        if not typical:
+            return least
+        return max(least, min(MOST_WINDOW, math.ceil(SPAN / typical)))
+
+    def _typical(self) -> float | None:
+        """The unit's agent time alone: its first runs alone in this invocation (any kind),
+        else the baselines remembered."""
+        if self.alone:
+            return statistics.median(self.alone)
+        return statistics.median(self.guesses.values()) if self.guesses else None
 
     def baseline(self, kind: str) -> float | None:
         """The agent time of a kind's runs carried out alone (see the module)."""
@@ -313,6 +333,7 @@ class Agent:
         run_secs: float,
         under_way: int,
         *,
+        agents: int | None = None,
         shared: bool = False,
         timed_out: bool = False,
     ) -> bool:
@@ -323,7 +344,9 @@ class Agent:
         if agent_secs is None:
             return False
         seen = self.first.setdefault(kind, [])
-        if sum(1 for n, _ in seen if n == under_way) < BASELINE_RUNS:
+        if under_way == 1 and len(self.alone) < MOST_WINDOW:
+            self.alone.append(agent_secs)
+        if sum(1 for n, _ in seen if n == under_way) < self.window(1):
             seen.append((under_way, agent_secs))
         if level != self.limit:
             return False  # let out under an earlier limit: it says nothing of this one
@@ -336,7 +359,8 @@ class Agent:
                 return self._past(level)  # half a window past MOST: no need to see the rest
         if under_way != level:
             return False  # the unit had fewer under way: says nothing of the limit's pace
-        self.levels.setdefault(level, []).append(_Sample(kind, agent_secs, run_secs, under_way))
+        sample = _Sample(kind, agent_secs, run_secs, under_way, agents or under_way)
+        self.levels.setdefault(level, []).append(sample)
         self.shared = self.shared or shared
         self.fresh += 1
         if self.fresh < self.window(level):
@@ -345,21 +369,27 @@ class Agent:
 
     def _ratios(self, level: int, last: int) -> tuple[list[float], list[float], list[int]]:
         """The last runs at `level`: agent and run times over their kind's baselines, and the
-        runs under way."""
+        agents under way."""
         runs = self.levels.get(level, [])[-last:]
         bases = [self.baseline(s.kind) or s.agent_secs for s in runs]
         return (
             [s.agent_secs / b for s, b in zip(runs, bases, strict=True)],
             [s.run_secs / b for s, b in zip(runs, bases, strict=True)],
-            [s.under_way for s in runs],
+            [s.agents for s in runs],
         )
 
-    def _slower(self, level: int) -> float:
-        return statistics.median(self._ratios(level, self.window(level))[0])
+    def _slower(self, level: int, windows: int = 1) -> float:
+        """The median agent time over its baseline of the last `windows` windows at
+        `level`."""
+        return statistics.median(self._ratios(level, windows * self.window(level))[0])
 
     def _decide(self, level: int) -> bool:
         slower = self._slower(level)
         if self.settled:
+            # A window past MOST steps down only when the last WATCH windows are past it too:
+            # at a limit that stood near MOST, one noisy window would undo it.
+            if slower > MOST and self._slower(level, WATCH) <= MOST:
+                return self._stay()
             return self._watch(level, slower)
         lower = [n for n in self.levels if n < level and self._throughput(n) is not None]
         below = self._throughput(max(lower)) if lower else self._throughput(level - 1)
@@ -426,7 +456,7 @@ class Agent:
         measured = {
             n: self._throughput(n) or 0.0
             for n in self._measured()
-            if n < below and self._slower(n) <= MOST
+            if n < below and self._slower(n, POOL) <= MOST
         }
         if not measured:
             return max(1, min([n for n in self._measured() if n < below] or [below]) - 1)
@@ -470,220 +500,3 @@ class Agent:
             runs_per_min=round(rate * 60, 2) if rate is not None else None,
             at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         )
-
-
-class Pace:
-    """The units' limits under jobs=auto, their held runs and those under way (see the
-    module). Times are given to it, so a simulation can drive it as doit's main process does."""
-
-    def __init__(self, cap: int, found: Mapping[str, Found]) -> None:
-        self.cap = cap
-        self.found = found
-        self.agents: dict[str, Agent] = {}
-        self.held: dict[str, deque[tuple[int, str, str]]] = {}  # by unit: (order, key, kind)
-        self.order = 0
-        # key: unit, kind, limit, at, the unit's runs under way, another unit's under way
-        self.under_way: dict[str, tuple[str, str, int, float, int, bool]] = {}
-
-    def agent(self, name: str, cli: str | None = None) -> Agent:
-        if name not in self.agents:
-            self.agents[name] = Agent.starting(name, self.cap, self.found.get(name), cli)
-        return self.agents[name]
-
-    def running(self, name: str) -> int:
-        return sum(1 for a, *_ in self.under_way.values() if a == name)
-
-    def hold(self, key: str, name: str, kind: str = "", cli: str | None = None) -> None:
-        """A run of unit `name` waits to be let out (`key` names it)."""
-        self.agent(name, cli)
-        self.order += 1
-        self.held.setdefault(name, deque()).append((self.order, key, kind))
-
-    def blocked(self, name: str) -> str | None:
-        """Why a run of unit `name` may not start now: "limit" (its unit has its limit under
-        way), "share" (the machine is full beside the other units' runs: each takes 1/limit
-        of it), or None."""
-        if not self.under_way:
-            return None
-        agent = self.agent(name)
-        if self.running(name) >= agent.limit:
-            return "limit"
-        taken = sum(1 / self.agent(a).limit for a, *_ in self.under_way.values())
-        return None if taken + 1 / agent.limit <= 1 + 1e-9 else "share"
-
-    def admitted(self, now: float) -> str | None:
-        """The held run to let out now (its key; None: none): the oldest held whose unit is
-        not at its limit, unless an older one waits only for room on the machine."""
-        for name, queue in sorted(self.held.items(), key=lambda item: item[1][0][0]):
-            why = self.blocked(name)
-            if why == "share":
-                return None  # the oldest that may go next waits for room: no younger passes
-            if why is None:
-                _, key, kind = queue.popleft()
-                if not queue:
-                    del self.held[name]
-                self.start(key, name, now, kind)
-                return key
-        return None
-
-    def start(self, key: str, name: str, now: float, kind: str = "") -> None:
-        """A run of unit `name` was let out."""
-        others = any(a != name for a, *_ in self.under_way.values())
-        limit = self.agent(name).limit
-        self.under_way[key] = (name, kind, limit, now, self.running(name) + 1, others)
-
-    def back(
-        self,
-        key: str,
-        now: float,
-        agent_secs: float | None,
-        version: str | None = None,
-        *,
-        timed_out: bool = False,
-    ) -> Agent | None:
-        """A run came back (`agent_secs` None: no sample of the agent's time: not carried
-        out, failed, or timed out); the unit whose limit moved, if it did."""
-        name, kind, limit, at, under_way, shared = self.under_way.pop(key)
-        shared = shared or any(a != name for a, *_ in self.under_way.values())
-        agent = self.agent(name)
-        agent.version = agent.version or version
-        moved = agent.back(
-            limit, kind, agent_secs, now - at, under_way, shared=shared, timed_out=timed_out
-        )
-        return agent if moved else None
-
-
-class PacedDispatch:
-    """doit's multiprocess dispatch (`MRunner.get_next_job`) with the agent layers held back
-    under jobs=auto: a held agent layer waits in doit's main process, its worker given doit's
-    'hold on' meanwhile, and goes as soon as `Pace` admits it (see the module). Mixed into
-    `llmtt.taskgraph.runner.WorkerRunner`; without jobs=auto it is doit's dispatch.
-
-    A worker whose task ended is given a held agent layer before the task's end is told to
-    doit (which could hand it the run's next layer instead): with one worker more than the
-    limit, a worker busy with an evaluate layer would otherwise leave fewer than `limit`
-    agents running. The end is told at the next call, before doit is asked for anything."""
-
-    pace: Pace | None = None
-    root: Path | None = None
-    exhausted = False  # doit's dispatcher has no task left to hand out (held ones aside)
-
-    def _run_tasks_init(self, task_dispatcher: Any) -> None:
-        super()._run_tasks_init(task_dispatcher)  # type: ignore[misc]
-        self.nodes: dict[str, Any] = {}  # held agent layers, by task name
-        self.unsent: list[Any] = []  # ended tasks doit has not been told of yet
-        session = _session(self.tasks.values())  # type: ignore[attr-defined]
-        if session is not None and session.variables.get("jobs") == "auto":
-            self.root = Path(session.root)
-            try:
-                found = remembered(self.root)
-            except LlmttError:  # damaged since doit loaded (which said so): found again
-                found = {}
-            self.pace = Pace(self.num_process, found)  # type: ignore[attr-defined]
-
-    def get_next_job(self, completed: Any) -> Any:
-        """The next job for a worker: doit's, with agent layers held as `Pace` says."""
-        if self.pace is None:
-            return super().get_next_job(completed)  # type: ignore[misc]
-        if self._stop_running:  # type: ignore[attr-defined]
-            return None
-        if completed is not None:
-            self.unsent.append(completed)
-        while True:
-            if (admitted := self._admitted()) is not None:
-                return self._job(admitted)
-            node = self._dispatched(self.unsent.pop(0) if self.unsent else None)
-            if node is None or node == "hold on":  # nothing doit can hand out now
-                if self.unsent:
-                    continue  # an end not told yet may let out what it waits for
-                if node is None and not self.nodes:
-                    return None  # nothing left at all: the worker may end
-                self.free_proc += 1  # type: ignore[attr-defined]
-                return JobHold()  # the worker waits for what a result lets out
-            if not self.select_task(node, self.tasks):  # type: ignore[attr-defined]
-                self.unsent.append(node)  # up to date (or failed its dependencies)
-                continue
-            spec = _agent_of(node.task)
-            if spec is None:
-                return self._job(node)
-            self.nodes[node.task.name] = node
-            self.pace.hold(node.task.name, unit_of(spec), kind_of(spec), cli_of(spec))
-
-    def _dispatched(self, completed: Any) -> Any:
-        """doit's dispatcher's next node, "hold on", or None when it has none left."""
-        if self.exhausted:
-            return None
-        try:
-            return self.task_dispatcher.generator.send(completed)  # type: ignore[attr-defined]
-        except StopIteration:
-            self.exhausted = True
-            return None
-
-    def _admitted(self) -> Any:
-        """The held agent layer `Pace` lets out now (None: none)."""
-        assert self.pace is not None
-        key = self.pace.admitted(time.monotonic())
-        return None if key is None else self.nodes.pop(key)
-
-    def _job(self, node: Any) -> Any:
-        """doit's job for a task (as `MRunner.get_next_job` makes it)."""
-        task = node.task
-        if task.loader is DelayedLoaded and self.Child is multiprocessing.Process:  # type: ignore[attr-defined]
-            return JobTask(task)
-        return JobTaskPickle(task)
-
-    def _process_result(self, node: Any, task: Any, result: Mapping[str, Any]) -> None:
-        super()._process_result(node, task, result)  # type: ignore[misc]
-        if self.pace is None or task.name not in self.pace.under_way:
-            return
-        spec = _agent_of(task)
-        assert spec is not None and self.root is not None
-        secs, version, timed_out = _agent_time(Path(spec.dir), result)
-        moved = self.pace.back(task.name, time.monotonic(), secs, version, timed_out=timed_out)
-        found = moved.found(cores()) if moved is not None else None
-        if found is not None:
-            try:
-                remember(self.root, found)
-            except OSError as exc:  # the runs go on; only the next jobs=auto starts from one
-                sys.stderr.write(f"llmtt: warning: jobs=auto could not remember its pace: {exc}\n")
-
-
-def _agent_of(task: Any) -> RunSpec | None:
-    """The RunSpec of an agent layer's task (`RUN:agent`, whose action is given the session
-    and the run; None: another task)."""
-    if not task.name.endswith(":agent") or not task.actions:
-        return None
-    args = task.actions[0].args
-    return args[1] if len(args) == 2 and isinstance(args[1], RunSpec) else None
-
-
-def _session(tasks: Iterable[Any]) -> Any:
-    """The session of this invocation: the first argument of every agent layer's action."""
-    for task in tasks:
-        if _agent_of(task) is not None:
-            return task.actions[0].args[0]
-    return None
-
-
-def _agent_time(run_dir: Path, result: Mapping[str, Any]) -> tuple[float | None, str | None, bool]:
-    """From a run that came back, its run.json: its agent time when it is a sample of the
-    agent's normal time (completed, exit code 0, a natural stop: a CLI that fails at once
-    says nothing of the pace), the CLI's version, and whether it timed out."""
-    values = result.get("task", {}).get("values") or {}
-    if result.get("failure") is not None or values.get("status") == "error":
-        return None, None, False
-    try:
-        record = read_json(run_dir / "run.json")
-    except (OSError, LlmttError):
-        return None, None, False
-    version = (record.get("versions") or {}).get("agent")
-    version = str(version) if version else None
-    if record.get("timed_out") or record.get("status") == "timeout":
-        return None, version, True
-    secs = record.get("agent_duration_secs")
-    normal = (
-        record.get("status") == "completed"
-        and record.get("exit_code") == 0
-        and record.get("natural_stop") is not False
-    )
-    return (float(secs) if normal and isinstance(secs, int | float) else None), version, False

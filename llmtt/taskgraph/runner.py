@@ -33,8 +33,8 @@ from doit.runner import MRunner, Runner
 
 from llmtt.process import watchdog
 from llmtt.taskgraph import actions
-from llmtt.taskgraph.concurrency import PacedDispatch
 from llmtt.taskgraph.forker import FORK, Forker, carry_out, ended
+from llmtt.taskgraph.pacing import PacedDispatch
 
 # How often doit's main process, waiting for a result, looks whether a worker died.
 POLL_SECS = 0.2

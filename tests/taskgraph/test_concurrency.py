@@ -1,4 +1,4 @@
-"""jobs=auto's rule (`llmtt.taskgraph.concurrency.Pace`) on simulated runs: agents whose time
+"""jobs=auto's rule (`llmtt.taskgraph.pacing.Pace`) on simulated runs: agents whose time
 grows with the runs under way past a knee, as the real CLIs' do on a small machine."""
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from llmtt.taskgraph import concurrency
 from llmtt.taskgraph.concurrency import (
     Agent,
     Found,
-    Pace,
-    _agent_time,
     cgroup_quota,
     cores,
     oversubscribed,
@@ -40,21 +38,31 @@ from llmtt.taskgraph.concurrency import (
     workers,
 )
 from llmtt.taskgraph.loader import _pace
+from llmtt.taskgraph.pacing import Pace, _agent_time
 from llmtt.taskgraph.runner import WorkerRunner
 from llmtt.taskgraph.session import Session
 
 RAY = {"jobs": "auto", "executor": "ray"}
 
 
-def agent_time(base: float, knee: float, under_way: int, rng: random.Random) -> float:
+def agent_time(
+    base: float, knee: float, under_way: int, rng: random.Random, spread: float = 0.0
+) -> float:
     """A run's time with `under_way` runs (itself included) sharing `knee` cores' worth of
-    machine: flat up to the knee (a little contention before it), then shared; +-8% noise."""
+    machine: flat up to the knee (a little contention before it), then shared; +-8% noise
+    (`spread`: log-normal noise of that deviation instead)."""
     slowdown = max(1.0, under_way / knee) * (1 + 0.02 * (min(under_way, knee) - 1))
-    return base * slowdown * rng.uniform(0.92, 1.08)
+    noise = rng.lognormvariate(0, spread) if spread else rng.uniform(0.92, 1.08)
+    return base * slowdown * noise
 
 
 def simulate(
-    pace: Pace, runs: dict[str, int], base: dict[str, float], knee: float, seed: int
+    pace: Pace,
+    runs: dict[str, int],
+    base: dict[str, float],
+    knee: float,
+    seed: int,
+    spread: float = 0.0,
 ) -> tuple[list[tuple[str, int, float]], float]:
     """Carry out `runs` (per unit) under `pace`, let out by its admission as doit's main
     process lets them out (`PacedDispatch`: all held at once, then admitted one by one): the
@@ -68,7 +76,7 @@ def simulate(
     while pace.held or ends:
         while (key := pace.admitted(now)) is not None:
             name, _, limit, *_ = pace.under_way[key]
-            secs = agent_time(base[name], knee, len(ends) + 1, rng)
+            secs = agent_time(base[name], knee, len(ends) + 1, rng, spread)
             heapq.heappush(ends, (now + secs, key, name, secs, limit))
         now, key, name, secs, limit = heapq.heappop(ends)
         pace.back(key, now, secs, "1.0")
@@ -116,6 +124,32 @@ def test_a_late_knee_is_mostly_found_and_never_overshot(knee: float):
     outcomes = [settle(knee, seed) for seed in range(1, 11)]
     assert all(safe for _, safe in outcomes)
     assert sum(near for near, _ in outcomes) >= 7
+
+
+def short_agent(knee: float, seeds: range) -> list[int]:
+    """The limits found for 64 runs of a 0.7 s agent as noisy as claude-code's (a log-normal
+    11%: its -n 1 runs' deviation over their median, 48 runs, bench/README.md)."""
+    found = []
+    for seed in seeds:
+        pace = Pace(8, {})
+        simulate(pace, {"cli": 64}, {"cli": 0.7}, knee, seed, spread=0.11)
+        limit = pace.agent("cli").found(2)
+        assert limit is not None
+        found.append(limit.concurrency)
+    return found
+
+
+@pytest.mark.parametrize("knee, best", [(2, 2), (3, 3)])
+def test_a_short_noisy_agent_is_judged_on_enough_runs(knee: float, best: int, monkeypatch):
+    # At a knee of 2 (3), 2 (3) at once run within 1.02x (1.04x) and 3 (4) at 1.37x (1.36x):
+    # the best within 1.2x is found in 39 (37) of 40 seeds. Judged on three runs a window,
+    # and on one window each, as before, it was found in 32 (25).
+    found = short_agent(knee, range(1, 41))
+    assert found.count(best) >= 36 and max(found) == best  # never one past it
+    monkeypatch.setattr(concurrency, "SPAN", 0.0)
+    monkeypatch.setattr(concurrency, "POOL", 1)
+    monkeypatch.setattr(concurrency, "WATCH", 1)
+    assert short_agent(knee, range(1, 41)).count(best) < 36
 
 
 @pytest.mark.parametrize("cap", [1, 2, 4, 6])
@@ -494,28 +528,37 @@ def test_the_workers_started_follow_what_was_found(monkeypatch) -> None:
     assert workers(1000, {}, codex) == 16
 
 
-def _evaluate() -> None:
+def _evaluate(session: _Session, spec: RunSpec) -> None:
     """An evaluate layer, never carried out here."""
 
 
-def test_a_worker_freed_by_an_agent_takes_the_next_held_agent_first(tmp_path: Path) -> None:
-    # With one worker more than the limit, the worker whose agent ended gets the next agent
-    # layer, not the run's evaluate layer (which goes to the next free worker).
+def test_a_runs_other_layers_take_a_place_of_the_limit_and_go_first(tmp_path: Path) -> None:
+    # At a limit of one with a worker to spare, a run's evaluate layer waits while another
+    # agent is under way (under -n 1 it would have its worker to itself), and goes before the
+    # next agent once that one is back.
     deps = Dependency(JsonDB, str(tmp_path / "deps.json"))
     runner = WorkerRunner(deps, ConsoleReporter(io.StringIO(), {}), continue_=True, num_process=2)
     session = _Session(tmp_path, {"jobs": "auto"})
-    specs = [RunSpec(f"r{i}", str(tmp_path / f"r{i}"), "", "cli", None, {}, "") for i in (1, 2)]
+    specs = [RunSpec(f"r{i}", str(tmp_path / f"r{i}"), "", "cli", None, {}, "") for i in (1, 2, 3)]
     tasks = [Task(f"{s.run_id}:agent", [(_agent, [session, s])]) for s in specs]
-    tasks += [Task("r1:evaluate", [(_evaluate, [])], task_dep=["r1:agent"])]
+    tasks += [Task("r1:evaluate", [(_evaluate, [session, specs[0]])], task_dep=["r1:agent"])]
     control = TaskControl(tasks)
     control.process(None)
     runner._run_tasks_init(control.task_dispatcher())
-    first = runner.get_next_job(None)
-    assert first.name == "r1:agent"
+    assert runner.get_next_job(None).name == "r1:agent"
     assert type(runner.get_next_job(None)).__name__ == "JobHold"  # r2 held: limit 1
-    node = runner.task_dispatcher.nodes["r1:agent"]
-    node.run_status = "done"
+    nodes = runner.task_dispatcher.nodes
+    nodes["r1:agent"].run_status = "done"
     assert runner.pace is not None
     runner.pace.back("r1:agent", 1.0, 0.3)
-    assert runner.get_next_job(node).name == "r2:agent"
-    assert runner.get_next_job(None).name == "r1:evaluate"  # told of r1's end now
+    assert runner.get_next_job(nodes["r1:agent"]).name == "r2:agent"
+    # Told of r1's end now: its evaluate layer is held, the unit has its one under way.
+    assert type(runner.get_next_job(None)).__name__ == "JobHold"
+    assert runner.pace.running("cli") == 1 and len(runner.pace.waiting) == 1
+    nodes["r2:agent"].run_status = "done"
+    runner.pace.back("r2:agent", 2.0, 0.3)
+    assert runner.get_next_job(nodes["r2:agent"]).name == "r1:evaluate"
+    assert type(runner.get_next_job(None)).__name__ == "JobHold"  # r3 waits for it
+    nodes["r1:evaluate"].run_status = "done"
+    assert runner.pace.back_other("r1:evaluate") and runner.pace.running("cli") == 0
+    assert runner.get_next_job(nodes["r1:evaluate"]).name == "r3:agent"

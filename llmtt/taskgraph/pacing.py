@@ -1,0 +1,296 @@
+"""How `doit run jobs=auto` lets the runs' layers out: `Pace`, the units' limits (each found by
+`llmtt.taskgraph.concurrency.Agent`), their held layers and those under way, driven by doit's
+main process through `PacedDispatch`, or by a simulation (the tests). See
+llmtt/taskgraph/concurrency.py for the rule."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from doit.runner import JobHold, JobTask, JobTaskPickle
+from doit.task import DelayedLoaded
+
+from llmtt.errors import LlmttError
+from llmtt.plan.cache import RunSpec
+from llmtt.taskgraph.concurrency import (
+    Agent,
+    Found,
+    cli_of,
+    cores,
+    kind_of,
+    remember,
+    remembered,
+    unit_of,
+)
+from llmtt.util.atomic import read_json
+
+
+class Pace:
+    """The units' limits under jobs=auto, their held runs and those under way (see the
+    module). Times are given to it, so a simulation can drive it as doit's main process does."""
+
+    def __init__(self, cap: int, found: Mapping[str, Found]) -> None:
+        self.cap = cap
+        self.found = found
+        self.agents: dict[str, Agent] = {}
+        self.held: dict[str, deque[tuple[int, str, str]]] = {}  # by unit: (order, key, kind)
+        self.order = 0
+        # key: unit, kind, limit, at, the unit's layers and agents under way, another unit's
+        self.under_way: dict[str, tuple[str, str, int, float, int, int, bool]] = {}
+        self.others: dict[str, str] = {}  # a run's other layers under way: key -> unit
+        self.waiting: deque[tuple[str, str]] = deque()  # and held, oldest first: (key, unit)
+
+    def agent(self, name: str, cli: str | None = None) -> Agent:
+        if name not in self.agents:
+            self.agents[name] = Agent.starting(name, self.cap, self.found.get(name), cli)
+        return self.agents[name]
+
+    def running(self, name: str) -> int:
+        """Unit `name`'s layers under way: its agents and its runs' other layers."""
+        return self.agents_running(name) + sum(1 for a in self.others.values() if a == name)
+
+    def agents_running(self, name: str) -> int:
+        return sum(1 for a, *_ in self.under_way.values() if a == name)
+
+    def hold_other(self, key: str, name: str) -> None:
+        """Another layer of a run of unit `name` (its evaluation, judge, triage or report)
+        waits to be let out: it takes a place of the unit's limit as its agent did, as under
+        `-n N` (a short agent's runs are slowed as much by the layers beside them as by
+        other agents)."""
+        self.agent(name)
+        self.waiting.append((key, name))
+
+    def back_other(self, key: str) -> bool:
+        """Another layer came back (False: not one let out here)."""
+        return self.others.pop(key, None) is not None
+
+    def hold(self, key: str, name: str, kind: str = "", cli: str | None = None) -> None:
+        """A run of unit `name` waits to be let out (`key` names it)."""
+        self.agent(name, cli)
+        self.order += 1
+        self.held.setdefault(name, deque()).append((self.order, key, kind))
+
+    def blocked(self, name: str) -> str | None:
+        """Why a run of unit `name` may not start now: "limit" (its unit has its limit under
+        way), "share" (the machine is full beside the other units' runs: each takes 1/limit
+        of it), or None."""
+        if not self.under_way and not self.others:
+            return None
+        agent = self.agent(name)
+        if self.running(name) >= agent.limit:
+            return "limit"
+        units = [a for a, *_ in self.under_way.values()] + list(self.others.values())
+        taken = sum(1 / self.agent(a).limit for a in units)
+        return None if taken + 1 / agent.limit <= 1 + 1e-9 else "share"
+
+    def admitted(self, now: float) -> str | None:
+        """The held layer to let out now (its key; None: none): a run's other layer first (it
+        ends a run), the oldest whose unit is not at its limit; else the oldest held agent
+        whose unit is not at its limit, unless an older one waits only for room on the
+        machine."""
+        for index, (key, name) in enumerate(self.waiting):
+            if self.blocked(name) is None:
+                del self.waiting[index]
+                self.others[key] = name
+                return key
+        for name, queue in sorted(self.held.items(), key=lambda item: item[1][0][0]):
+            why = self.blocked(name)
+            if why == "share":
+                return None  # the oldest that may go next waits for room: no younger passes
+            if why is None:
+                _, key, kind = queue.popleft()
+                if not queue:
+                    del self.held[name]
+                self.start(key, name, now, kind)
+                return key
+        return None
+
+    def start(self, key: str, name: str, now: float, kind: str = "") -> None:
+        """A run of unit `name` was let out."""
+        others = self._shared(name)
+        limit = self.agent(name).limit
+        slots, agents = self.running(name) + 1, self.agents_running(name) + 1
+        self.under_way[key] = (name, kind, limit, now, slots, agents, others)
+
+    def _shared(self, name: str) -> bool:
+        """Another unit has a layer under way."""
+        units = [a for a, *_ in self.under_way.values()] + list(self.others.values())
+        return any(a != name for a in units)
+
+    def back(
+        self,
+        key: str,
+        now: float,
+        agent_secs: float | None,
+        version: str | None = None,
+        *,
+        timed_out: bool = False,
+    ) -> Agent | None:
+        """A run came back (`agent_secs` None: no sample of the agent's time: not carried
+        out, failed, or timed out); the unit whose limit moved, if it did."""
+        name, kind, limit, at, under_way, agents, shared = self.under_way.pop(key)
+        shared = shared or self._shared(name)
+        agent = self.agent(name)
+        agent.version = agent.version or version
+        moved = agent.back(
+            limit,
+            kind,
+            agent_secs,
+            now - at,
+            under_way,
+            agents=agents,
+            shared=shared,
+            timed_out=timed_out,
+        )
+        return agent if moved else None
+
+
+class PacedDispatch:
+    """doit's multiprocess dispatch (`MRunner.get_next_job`) with the runs' layers held back
+    under jobs=auto: a held layer waits in doit's main process, its worker given doit's
+    'hold on' meanwhile, and goes as soon as `Pace` admits it (see the module). Mixed into
+    `llmtt.taskgraph.runner.WorkerRunner`; without jobs=auto it is doit's dispatch.
+
+    A worker whose task ended is given a held layer before the task's end is told to doit
+    (which could hand it the run's next layer instead); the end is told at the next call,
+    before doit is asked for anything."""
+
+    pace: Pace | None = None
+    root: Path | None = None
+    exhausted = False  # doit's dispatcher has no task left to hand out (held ones aside)
+
+    def _run_tasks_init(self, task_dispatcher: Any) -> None:
+        super()._run_tasks_init(task_dispatcher)  # type: ignore[misc]
+        self.nodes: dict[str, Any] = {}  # held agent layers, by task name
+        self.unsent: list[Any] = []  # ended tasks doit has not been told of yet
+        session = _session(self.tasks.values())  # type: ignore[attr-defined]
+        if session is not None and session.variables.get("jobs") == "auto":
+            self.root = Path(session.root)
+            try:
+                found = remembered(self.root)
+            except LlmttError:  # damaged since doit loaded (which said so): found again
+                found = {}
+            self.pace = Pace(self.num_process, found)  # type: ignore[attr-defined]
+
+    def get_next_job(self, completed: Any) -> Any:
+        """The next job for a worker: doit's, with agent layers held as `Pace` says."""
+        if self.pace is None:
+            return super().get_next_job(completed)  # type: ignore[misc]
+        if self._stop_running:  # type: ignore[attr-defined]
+            return None
+        if completed is not None:
+            self.unsent.append(completed)
+        while True:
+            if (admitted := self._admitted()) is not None:
+                return self._job(admitted)
+            node = self._dispatched(self.unsent.pop(0) if self.unsent else None)
+            if node is None or node == "hold on":  # nothing doit can hand out now
+                if self.unsent:
+                    continue  # an end not told yet may let out what it waits for
+                if node is None and not self.nodes:
+                    return None  # nothing left at all: the worker may end
+                self.free_proc += 1  # type: ignore[attr-defined]
+                return JobHold()  # the worker waits for what a result lets out
+            if not self.select_task(node, self.tasks):  # type: ignore[attr-defined]
+                self.unsent.append(node)  # up to date (or failed its dependencies)
+                continue
+            spec = _run_of(node.task)
+            if spec is None:
+                return self._job(node)  # the aggregate, or a dodo file's own task
+            self.nodes[node.task.name] = node
+            if _agent_of(node.task) is None:
+                self.pace.hold_other(node.task.name, unit_of(spec))
+            else:
+                self.pace.hold(node.task.name, unit_of(spec), kind_of(spec), cli_of(spec))
+
+    def _dispatched(self, completed: Any) -> Any:
+        """doit's dispatcher's next node, "hold on", or None when it has none left."""
+        if self.exhausted:
+            return None
+        try:
+            return self.task_dispatcher.generator.send(completed)  # type: ignore[attr-defined]
+        except StopIteration:
+            self.exhausted = True
+            return None
+
+    def _admitted(self) -> Any:
+        """The held agent layer `Pace` lets out now (None: none)."""
+        assert self.pace is not None
+        key = self.pace.admitted(time.monotonic())
+        return None if key is None else self.nodes.pop(key)
+
+    def _job(self, node: Any) -> Any:
+        """doit's job for a task (as `MRunner.get_next_job` makes it)."""
+        task = node.task
+        if task.loader is DelayedLoaded and self.Child is multiprocessing.Process:  # type: ignore[attr-defined]
+            return JobTask(task)
+        return JobTaskPickle(task)
+
+    def _process_result(self, node: Any, task: Any, result: Mapping[str, Any]) -> None:
+        super()._process_result(node, task, result)  # type: ignore[misc]
+        if self.pace is None or self.pace.back_other(task.name):
+            return
+        if task.name not in self.pace.under_way:
+            return
+        spec = _agent_of(task)
+        assert spec is not None and self.root is not None
+        secs, version, timed_out = _agent_time(Path(spec.dir), result)
+        moved = self.pace.back(task.name, time.monotonic(), secs, version, timed_out=timed_out)
+        found = moved.found(cores()) if moved is not None else None
+        if found is not None:
+            try:
+                remember(self.root, found)
+            except OSError as exc:  # the runs go on; only the next jobs=auto starts from one
+                sys.stderr.write(f"llmtt: warning: jobs=auto could not remember its pace: {exc}\n")
+
+
+def _agent_of(task: Any) -> RunSpec | None:
+    """The RunSpec of an agent layer's task (`RUN:agent`; None: another task)."""
+    return _run_of(task) if task.name.endswith(":agent") else None
+
+
+def _run_of(task: Any) -> RunSpec | None:
+    """The RunSpec of a run's layer (its action is given the session and the run; None: the
+    aggregate, or a dodo file's own task)."""
+    if not task.actions:
+        return None
+    args = getattr(task.actions[0], "args", None) or []
+    return args[1] if len(args) == 2 and isinstance(args[1], RunSpec) else None
+
+
+def _session(tasks: Iterable[Any]) -> Any:
+    """The session of this invocation: the first argument of every agent layer's action."""
+    for task in tasks:
+        if _agent_of(task) is not None:
+            return task.actions[0].args[0]
+    return None
+
+
+def _agent_time(run_dir: Path, result: Mapping[str, Any]) -> tuple[float | None, str | None, bool]:
+    """From a run that came back, its run.json: its agent time when it is a sample of the
+    agent's normal time (completed, exit code 0, a natural stop: a CLI that fails at once
+    says nothing of the pace), the CLI's version, and whether it timed out."""
+    values = result.get("task", {}).get("values") or {}
+    if result.get("failure") is not None or values.get("status") == "error":
+        return None, None, False
+    try:
+        record = read_json(run_dir / "run.json")
+    except (OSError, LlmttError):
+        return None, None, False
+    version = (record.get("versions") or {}).get("agent")
+    version = str(version) if version else None
+    if record.get("timed_out") or record.get("status") == "timeout":
+        return None, version, True
+    secs = record.get("agent_duration_secs")
+    normal = (
+        record.get("status") == "completed"
+        and record.get("exit_code") == 0
+        and record.get("natural_stop") is not False
+    )
+    return (float(secs) if normal and isinstance(secs, int | float) else None), version, False

@@ -144,6 +144,10 @@ def import_litellm(who: str) -> Any:
     if missing is not None:
         raise LlmttError(missing)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # Not in its "DEV" mode, where it loads the first `.env` above its own install into the
+    # environment (a project's, when the virtualenv is in it): keys, or LLMTT_ENABLED=1, would
+    # reach every later process without the user's switch.
+    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
     try:
         import litellm
     except ImportError as exc:  # installed, but broken: say so, with the same fix

@@ -26,9 +26,9 @@ machine idle where a fast local one fills it. It is found by `Agent`:
   as take `SPAN` seconds alone (up to `MOST_WINDOW`): a short agent's runs are noisier and
   cheap, and three of them carry the whole margin between 1.15x and 1.2x;
 - a limit is judged only on runs let out while the unit really had `limit` layers under way,
-  and at a new limit as soon as half its window is past `MOST`, or a run timed out (a timeout
-  is no sample of the agent's time, but the strongest sign of too many at once), it is past
-  the point at once, without waiting for the window;
+  and at a new limit (not a settled one) as soon as half its window is past `MOST`, or a run
+  timed out at any limit (a timeout is no sample of the agent's time, but the strongest sign
+  of too many at once), it is past the point at once, without waiting for the window;
 - it settles at the limit of the best throughput among those whose agent time stayed within
   `MOST` over its last `POOL` windows; settled, a window whose median passes `MOST` takes the
   limit down one when the last `WATCH` windows together pass it too, and a window
@@ -142,7 +142,8 @@ def workers(runs: int, found: Mapping[str, Found], plan: Mapping[str, str | None
     """The worker processes `jobs=auto` starts (`-n N` overrides it): for the most agents at
     once it may reach (PER_CORE a core, at most MOST_WORKERS), or, when every unit of the plan
     has a settled limit, for the largest of them plus one (it may try one above) and a worker
-    for the other layers; no more than there are runs. The runs counted are all those planned:
+    for the layers not paced (the aggregate, the last runs' layers once no agent is left); no
+    more than there are runs. The runs counted are all those planned:
     which are pending is known only once doit has checked each layer's status, after it has
     read this."""
     most = min(MOST_WORKERS, PER_CORE * cores())
@@ -262,6 +263,7 @@ class Agent:
     settled: bool = False
     capped: bool = False  # settled only because the cap stopped the rise
     ceiling: int = 0  # settled: the most a window within WITHIN may take it back up to
+    home: int = 0  # settled: the limit it settled at (above it, a probe)
     tripped: int | None = None  # the lowest limit found past the point, while rising
     strikes: dict[int, int] = field(default_factory=dict)  # settled: steps down from a limit
     version: str | None = None
@@ -288,6 +290,7 @@ class Agent:
             limit=limit,
             settled=found.settled,
             ceiling=min(found.concurrency + 1, cap) if found.settled else 0,
+            home=limit if found.settled else 0,
             version=found.version,
             guesses=dict(found.baselines),
             runs_per_min=found.runs_per_min,
@@ -352,8 +355,9 @@ class Agent:
             return False  # let out under an earlier limit: it says nothing of this one
         baseline = self.baseline(kind)
         assert baseline is not None  # this run's own time is one
-        if level > 1 and agent_secs > MOST * baseline:
+        if level > 1 and (not self.settled or level > self.home) and agent_secs > MOST * baseline:
             # Past MOST with fewer under way than the limit is as plain a sign, and sooner.
+            # (Settled, the limit it settled at is left only on whole windows: `_decide`.)
             self.over += 1
             if self.over >= math.ceil(self.window(level) / 2):
                 return self._past(level)  # half a window past MOST: no need to see the rest
@@ -469,6 +473,7 @@ class Agent:
 
     def _settle(self, limit: int) -> bool:
         self.settled, self.ceiling = True, max(1, limit)
+        self.home = self.ceiling
         return self._move(limit)
 
     def _stay(self) -> bool:

@@ -58,13 +58,18 @@ class Pace:
     def agents_running(self, name: str) -> int:
         return sum(1 for a, *_ in self.under_way.values() if a == name)
 
-    def hold_other(self, key: str, name: str) -> None:
+    def hold_other(self, key: str, name: str, cli: str | None = None) -> bool:
         """Another layer of a run of unit `name` (its evaluation, judge, triage or report)
-        waits to be let out: it takes a place of the unit's limit as its agent did, as under
-        `-n N` (a short agent's runs are slowed as much by the layers beside them as by
-        other agents)."""
-        self.agent(name)
+        waits to be let out (True): it takes a place of the unit's limit as its agent did, as
+        under `-n N` (a short agent's runs are slowed as much by the layers beside them as by
+        other agents). False: the unit has no agent held or under way (runs evaluated again,
+        the last runs' reports), so there is no agent to pace it beside, and it goes as doit
+        hands it out."""
+        self.agent(name, cli)
+        if not self.held.get(name) and not self.agents_running(name):
+            return False
         self.waiting.append((key, name))
+        return True
 
     def back_other(self, key: str) -> bool:
         """Another layer came back (False: not one let out here)."""
@@ -94,11 +99,16 @@ class Pace:
         ends a run), the oldest whose unit is not at its limit; else the oldest held agent
         whose unit is not at its limit, unless an older one waits only for room on the
         machine."""
+        room = True  # no held other layer waits only for room on the machine
         for index, (key, name) in enumerate(self.waiting):
-            if self.blocked(name) is None:
+            why = self.blocked(name)
+            if why is None:
                 del self.waiting[index]
                 self.others[key] = name
                 return key
+            room = room and why != "share"
+        if not room:
+            return None  # a run's next layer waits for room: no agent of any unit passes it
         for name, queue in sorted(self.held.items(), key=lambda item: item[1][0][0]):
             why = self.blocked(name)
             if why == "share":
@@ -157,9 +167,8 @@ class PacedDispatch:
     'hold on' meanwhile, and goes as soon as `Pace` admits it (see the module). Mixed into
     `llmtt.taskgraph.runner.WorkerRunner`; without jobs=auto it is doit's dispatch.
 
-    A worker whose task ended is given a held layer before the task's end is told to doit
-    (which could hand it the run's next layer instead); the end is told at the next call,
-    before doit is asked for anything."""
+    A task's end is told to doit before anything is let out, so that the run's next layer is
+    held beside the held agents, and goes first."""
 
     pace: Pace | None = None
     root: Path | None = None
@@ -167,7 +176,7 @@ class PacedDispatch:
 
     def _run_tasks_init(self, task_dispatcher: Any) -> None:
         super()._run_tasks_init(task_dispatcher)  # type: ignore[misc]
-        self.nodes: dict[str, Any] = {}  # held agent layers, by task name
+        self.nodes: dict[str, Any] = {}  # held layers, by task name
         self.unsent: list[Any] = []  # ended tasks doit has not been told of yet
         session = _session(self.tasks.values())  # type: ignore[attr-defined]
         if session is not None and session.variables.get("jobs") == "auto":
@@ -179,7 +188,7 @@ class PacedDispatch:
             self.pace = Pace(self.num_process, found)  # type: ignore[attr-defined]
 
     def get_next_job(self, completed: Any) -> Any:
-        """The next job for a worker: doit's, with agent layers held as `Pace` says."""
+        """The next job for a worker: doit's, with the runs' layers held as `Pace` says."""
         if self.pace is None:
             return super().get_next_job(completed)  # type: ignore[misc]
         if self._stop_running:  # type: ignore[attr-defined]
@@ -187,12 +196,14 @@ class PacedDispatch:
         if completed is not None:
             self.unsent.append(completed)
         while True:
-            if (admitted := self._admitted()) is not None:
+            if not self.unsent and (admitted := self._admitted()) is not None:
                 return self._job(admitted)
             node = self._dispatched(self.unsent.pop(0) if self.unsent else None)
             if node is None or node == "hold on":  # nothing doit can hand out now
                 if self.unsent:
                     continue  # an end not told yet may let out what it waits for
+                if (admitted := self._admitted()) is not None:
+                    return self._job(admitted)
                 if node is None and not self.nodes:
                     return None  # nothing left at all: the worker may end
                 self.free_proc += 1  # type: ignore[attr-defined]
@@ -203,11 +214,12 @@ class PacedDispatch:
             spec = _run_of(node.task)
             if spec is None:
                 return self._job(node)  # the aggregate, or a dodo file's own task
-            self.nodes[node.task.name] = node
             if _agent_of(node.task) is None:
-                self.pace.hold_other(node.task.name, unit_of(spec))
+                if not self.pace.hold_other(node.task.name, unit_of(spec), cli_of(spec)):
+                    return self._job(node)
             else:
                 self.pace.hold(node.task.name, unit_of(spec), kind_of(spec), cli_of(spec))
+            self.nodes[node.task.name] = node
 
     def _dispatched(self, completed: Any) -> Any:
         """doit's dispatcher's next node, "hold on", or None when it has none left."""
@@ -220,7 +232,7 @@ class PacedDispatch:
             return None
 
     def _admitted(self) -> Any:
-        """The held agent layer `Pace` lets out now (None: none)."""
+        """The held layer `Pace` lets out now (None: none)."""
         assert self.pace is not None
         key = self.pace.admitted(time.monotonic())
         return None if key is None else self.nodes.pop(key)

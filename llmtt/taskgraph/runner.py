@@ -75,8 +75,8 @@ class _Results(_Queue):
 
 class WorkerRunner(PacedDispatch, MRunner):  # type: ignore[misc]  # doit is untyped
     """doit's multiprocess runner that outlives a worker's death (see the module), its workers
-    forked by a forker (llmtt.taskgraph.forker), and paces the agent layers under jobs=auto
-    (`llmtt.taskgraph.concurrency`)."""
+    forked by a forker (llmtt.taskgraph.forker), and paces the runs' layers under jobs=auto
+    (`llmtt.taskgraph.pacing`)."""
 
     given: Forker | None = None  # the forker made before the task graph (`install`)
 

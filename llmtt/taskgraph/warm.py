@@ -69,18 +69,11 @@ def _head_start(session: Session, spec: RunSpec | None) -> None:
 
 def _warm_libraries(project: Project, run: Run) -> None:
     """What the run's agent loads first (litellm, for llmtt's own agent loop: 3 s of CPU and
-    140 MB, once here rather than in each worker, its pages shared), and litellm for its
-    judge when the judge may be asked (a free model, or spending switched on)."""
+    140 MB, once here rather than in each worker, its pages shared). A judge's litellm is
+    left to the workers, as the later layers are (it may not be asked at all)."""
     from llmtt.agents.registry import make_agent
-    from llmtt.providers import SCRIPTED, import_litellm, resolve_model
 
     make_agent(project.config, project.root, run.agent).warm()
-    if run.judge is None:
-        return
-    name = run.judge.model
-    free = name == SCRIPTED or resolve_model(name, project.config.models).free
-    if free or os.environ.get("LLMTT_ENABLED") == "1":
-        import_litellm("the judge")
 
 
 def warm_evaluation(session: Session, project: Project) -> None:

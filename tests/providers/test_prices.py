@@ -4,6 +4,7 @@ file read as data, or llmtt's copy of it, applied as litellm's cost_per_token ap
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -297,3 +298,30 @@ def test_a_cli_agents_cost_never_imports_litellm(tmp_path: Path, installed: bool
         assert table.endswith("litellm/model_prices_and_context_window_backup.json") and not rest
     else:
         assert table.startswith("llmtt's prices.json (litellm 1.106.2") and rest == ["no litellm"]
+
+
+def test_litellm_loads_no_env_file_above_its_install(tmp_path: Path) -> None:
+    # In its default "DEV" mode litellm, as it is imported, loads the first `.env` found above
+    # its own files into the environment: a project's, when the virtualenv is inside it, and
+    # with it perhaps LLMTT_ENABLED=1 or a key the user never switched on. llmtt imports it out
+    # of that mode. Here a `.env` beside the installed package, which it would reach first,
+    # and a script as doit is one (from `python -c`, python-dotenv looks in the working folder).
+    spec = importlib.util.find_spec("litellm")
+    assert spec is not None and spec.origin is not None
+    dotenv = Path(spec.origin).parent.parent / ".env"
+    assert not dotenv.exists(), f"{dotenv} is in the way of this test"
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import os\nfrom llmtt.providers import import_litellm\nimport_litellm('a test')\n"
+        "print(os.environ.get('LLMTT_TEST_DOTENV', 'unset'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_MODE"}
+    try:
+        dotenv.write_text("LLMTT_TEST_DOTENV=loaded\n")
+        done = subprocess.run(
+            [sys.executable, str(probe)], capture_output=True, text=True, env=env, timeout=120
+        )
+    finally:
+        dotenv.unlink()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "unset"

@@ -152,6 +152,17 @@ def test_a_short_noisy_agent_is_judged_on_enough_runs(knee: float, best: int, mo
     assert short_agent(knee, range(1, 41)).count(best) < 36
 
 
+@pytest.mark.parametrize("watch, first_down", [(2, 24), (1, 16)])
+def test_a_settled_limit_is_left_on_two_windows_past_the_bound(monkeypatch, watch, first_down):
+    # Settled at 2, a 1 s agent (windows of 8 runs): a window at 1.3x after one within moves
+    # nothing (the two together are at 1.15x); the next one past 1.2x takes it down to 1.
+    monkeypatch.setattr(concurrency, "WATCH", watch)
+    agent = Agent("cli", 8, limit=2, settled=True, ceiling=2, home=2, guesses={"k": 1.0})
+    ratios = [1.0] * 8 + [1.3] * 16
+    moved = [n for n, r in enumerate(ratios, 1) if agent.back(2, "k", r, r, 2, agents=2)]
+    assert moved[0] == first_down and agent.limit == 1
+
+
 @pytest.mark.parametrize("cap", [1, 2, 4, 6])
 def test_the_worker_count_bounds_the_search_and_a_capped_limit_is_not_settled(cap: int):
     # -n 1 jobs=auto, -n 2, -n 4 and -n 6 on a knee at 4: within the cap, near its best.
@@ -421,15 +432,16 @@ def test_doit_run_jobs_auto_paces_the_agents_and_a_larger_n_is_warned(project: P
     for wrong, said in [({"jobs": "3"}, "jobs=3: jobs= takes auto"), (RAY, "leave out jobs")]:
         with pytest.raises(LlmttError, match=said):
             Session.load(project.root, wrong)
-    ran = project.doit("run", "jobs=auto", "-n", "3", "repeats=7")
+    ran = project.doit("run", "jobs=auto", "-n", "3", "repeats=17")
     assert ran.code == 0, ran.out + ran.err
     spans = sorted(_agent_span(p) for p in project.results().glob("slow/*/r*/events.jsonl"))
-    assert len(spans) == 7
-    # The baseline's three runs one at a time: without the limit, three workers start three.
-    assert spans[0][1] <= spans[1][0] and spans[1][1] <= spans[2][0], spans
+    assert len(spans) == 17
+    # The baseline's runs one at a time (a window of 8 s of a short agent's runs, at most 8):
+    # without the limit, three workers start three.
+    assert all(spans[i][1] <= spans[i + 1][0] for i in range(7)), spans
     memory = json.loads((project.root / ".llmtt" / "concurrency.json").read_text())
     (found,) = memory["found"]
-    # Three runs for the baseline, four at 2 (three of them started with two under way, the
+    # Eight runs for the baseline, nine at 2 (eight of them started with two under way, the
     # window 2 is judged on): 2 found, and rising still (1 if 2 was slower past the margin on
     # a busy machine).
     assert found["agent"] == "oracle" and found["concurrency"] in (1, 2), found
@@ -533,15 +545,18 @@ def _evaluate(session: _Session, spec: RunSpec) -> None:
 
 
 def test_a_runs_other_layers_take_a_place_of_the_limit_and_go_first(tmp_path: Path) -> None:
-    # At a limit of one with a worker to spare, a run's evaluate layer waits while another
-    # agent is under way (under -n 1 it would have its worker to itself), and goes before the
-    # next agent once that one is back.
+    # At a limit of one with a worker to spare: as under -n 1, a run's evaluate layer goes
+    # before the next agent, which waits for it; once no agent is left to pace it beside, a
+    # run's layer goes as doit hands it out.
     deps = Dependency(JsonDB, str(tmp_path / "deps.json"))
     runner = WorkerRunner(deps, ConsoleReporter(io.StringIO(), {}), continue_=True, num_process=2)
     session = _Session(tmp_path, {"jobs": "auto"})
-    specs = [RunSpec(f"r{i}", str(tmp_path / f"r{i}"), "", "cli", None, {}, "") for i in (1, 2, 3)]
+    specs = [RunSpec(f"r{i}", str(tmp_path / f"r{i}"), "", "cli", None, {}, "") for i in (1, 2)]
     tasks = [Task(f"{s.run_id}:agent", [(_agent, [session, s])]) for s in specs]
-    tasks += [Task("r1:evaluate", [(_evaluate, [session, specs[0]])], task_dep=["r1:agent"])]
+    tasks += [
+        Task(f"{s.run_id}:evaluate", [(_evaluate, [session, s])], task_dep=[f"{s.run_id}:agent"])
+        for s in specs
+    ]
     control = TaskControl(tasks)
     control.process(None)
     runner._run_tasks_init(control.task_dispatcher())
@@ -551,14 +566,35 @@ def test_a_runs_other_layers_take_a_place_of_the_limit_and_go_first(tmp_path: Pa
     nodes["r1:agent"].run_status = "done"
     assert runner.pace is not None
     runner.pace.back("r1:agent", 1.0, 0.3)
-    assert runner.get_next_job(nodes["r1:agent"]).name == "r2:agent"
-    # Told of r1's end now: its evaluate layer is held, the unit has its one under way.
-    assert type(runner.get_next_job(None)).__name__ == "JobHold"
-    assert runner.pace.running("cli") == 1 and len(runner.pace.waiting) == 1
-    nodes["r2:agent"].run_status = "done"
-    runner.pace.back("r2:agent", 2.0, 0.3)
-    assert runner.get_next_job(nodes["r2:agent"]).name == "r1:evaluate"
-    assert type(runner.get_next_job(None)).__name__ == "JobHold"  # r3 waits for it
+    assert runner.get_next_job(nodes["r1:agent"]).name == "r1:evaluate"
+    assert type(runner.get_next_job(None)).__name__ == "JobHold"  # r2 waits for it
+    assert runner.pace.running("cli") == 1 and list(runner.pace.held) == ["cli"]
     nodes["r1:evaluate"].run_status = "done"
     assert runner.pace.back_other("r1:evaluate") and runner.pace.running("cli") == 0
-    assert runner.get_next_job(nodes["r1:evaluate"]).name == "r3:agent"
+    assert runner.get_next_job(nodes["r1:evaluate"]).name == "r2:agent"
+    nodes["r2:agent"].run_status = "done"
+    runner.pace.back("r2:agent", 2.0, 0.3)
+    # No agent left: r2's evaluate layer is not held, nor counted.
+    assert runner.get_next_job(nodes["r2:agent"]).name == "r2:evaluate"
+    assert runner.pace.running("cli") == 0 and not runner.pace.waiting
+
+
+def test_a_runs_next_layer_waiting_for_room_holds_back_other_units_agents() -> None:
+    # a at a limit of 2 (a layer takes half the machine), b at 4 (a quarter): a's evaluate
+    # layer waits for half the machine, and b's agents, which would fit, wait with it.
+    pace = Pace(8, {})
+    pace.agent("a").limit, pace.agent("b").limit = 2, 4
+    for key in ("a1", "a2"):
+        pace.hold(key, "a")
+        assert pace.admitted(0.0) == key
+    pace.back("a1", 1.0, 1.0)
+    for key in ("b1", "b2"):
+        pace.hold(key, "b")
+        assert pace.admitted(1.0) == key
+    assert pace.hold_other("a1:evaluate", "a")  # a's agent a2 is under way
+    pace.back("b1", 2.0, 1.0)
+    pace.hold("b3", "b")
+    assert pace.admitted(2.0) is None  # a quarter free: not the half a1:evaluate needs
+    pace.back("b2", 3.0, 1.0)
+    assert pace.admitted(3.0) == "a1:evaluate"
+    assert pace.admitted(3.0) is None  # a1:evaluate and a2 fill it

@@ -8,7 +8,7 @@ from __future__ import annotations
 import multiprocessing
 import sys
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ class Pace:
         self.under_way: dict[str, tuple[str, str, int, float, int, int, bool]] = {}
         self.others: dict[str, str] = {}  # a run's other layers under way: key -> unit
         self.waiting: deque[tuple[str, str]] = deque()  # and held, oldest first: (key, unit)
+        self.unseen: Counter[str] = Counter()  # agent layers doit has not handed out, by unit
 
     def agent(self, name: str, cli: str | None = None) -> Agent:
         if name not in self.agents:
@@ -62,11 +63,11 @@ class Pace:
         """Another layer of a run of unit `name` (its evaluation, judge, triage or report)
         waits to be let out (True): it takes a place of the unit's limit as its agent did, as
         under `-n N` (a short agent's runs are slowed as much by the layers beside them as by
-        other agents). False: the unit has no agent held or under way (runs evaluated again,
-        the last runs' reports), so there is no agent to pace it beside, and it goes as doit
-        hands it out."""
+        other agents). False: the unit has no agent held, under way or still to come from
+        doit (runs evaluated again, the last runs' reports), so there is no agent to pace it
+        beside, and it goes as doit hands it out."""
         self.agent(name, cli)
-        if not self.held.get(name) and not self.agents_running(name):
+        if not self.held.get(name) and not self.agents_running(name) and not self.unseen[name]:
             return False
         self.waiting.append((key, name))
         return True
@@ -186,6 +187,9 @@ class PacedDispatch:
             except LlmttError:  # damaged since doit loaded (which said so): found again
                 found = {}
             self.pace = Pace(self.num_process, found)  # type: ignore[attr-defined]
+            for task in self.tasks.values():  # type: ignore[attr-defined]
+                if (spec := _agent_of(task)) is not None:
+                    self.pace.unseen[unit_of(spec)] += 1
 
     def get_next_job(self, completed: Any) -> Any:
         """The next job for a worker: doit's, with the runs' layers held as `Pace` says."""
@@ -208,6 +212,8 @@ class PacedDispatch:
                     return None  # nothing left at all: the worker may end
                 self.free_proc += 1  # type: ignore[attr-defined]
                 return JobHold()  # the worker waits for what a result lets out
+            if (agent := _agent_of(node.task)) is not None:
+                self.pace.unseen[unit_of(agent)] -= 1
             if not self.select_task(node, self.tasks):  # type: ignore[attr-defined]
                 self.unsent.append(node)  # up to date (or failed its dependencies)
                 continue

@@ -316,12 +316,20 @@ def test_litellm_loads_no_env_file_above_its_install(tmp_path: Path) -> None:
         "print(os.environ.get('LLMTT_TEST_DOTENV', 'unset'))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "LITELLM_MODE"}
+    said = []
     try:
         dotenv.write_text("LLMTT_TEST_DOTENV=loaded\n")
-        done = subprocess.run(
-            [sys.executable, str(probe)], capture_output=True, text=True, env=env, timeout=120
-        )
+        # The control, litellm in its DEV mode: the file is where it looks.
+        for mode in ({"LITELLM_MODE": "DEV"}, {}):
+            done = subprocess.run(
+                [sys.executable, str(probe)],
+                capture_output=True,
+                text=True,
+                env={**env, **mode},
+                timeout=120,
+            )
+            assert done.returncode == 0, done.stderr
+            said.append(done.stdout.split()[-1])
     finally:
         dotenv.unlink()
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split()[-1] == "unset"
+    assert said == ["loaded", "unset"]

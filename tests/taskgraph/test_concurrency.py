@@ -154,13 +154,42 @@ def test_a_short_noisy_agent_is_judged_on_enough_runs(knee: float, best: int, mo
 
 @pytest.mark.parametrize("watch, first_down", [(2, 24), (1, 16)])
 def test_a_settled_limit_is_left_on_two_windows_past_the_bound(monkeypatch, watch, first_down):
-    # Settled at 2, a 1 s agent (windows of 8 runs): a window at 1.3x after one within moves
-    # nothing (the two together are at 1.15x); the next one past 1.2x takes it down to 1.
+    # Settled at 2, a 1 s agent (windows of 8 runs): a window at 1.16x, then one at 1.3x
+    # (three runs at 1.16x, five at 1.3x) moves nothing, the two together at 1.16x; the next
+    # at 1.3x takes it down to 1. One window at a time, the second did.
     monkeypatch.setattr(concurrency, "WATCH", watch)
-    agent = Agent("cli", 8, limit=2, settled=True, ceiling=2, home=2, guesses={"k": 1.0})
-    ratios = [1.0] * 8 + [1.3] * 16
+    found = Found(
+        agent="cli",
+        cores=2,
+        version=None,
+        concurrency=2,
+        settled=True,
+        runs_per_min=None,
+        baselines={"k": 1.0},
+        at="2026",
+    )
+    agent = Agent.starting("cli", 8, found, None)
+    ratios = [1.16] * 11 + [1.3] * 13
     moved = [n for n, r in enumerate(ratios, 1) if agent.back(2, "k", r, r, 2, agents=2)]
     assert moved[0] == first_down and agent.limit == 1
+
+
+def test_one_above_a_settled_limit_is_left_on_half_a_window() -> None:
+    # Settled at 2, a probe at 3 is left as soon as half its window (4 of 8) is past 1.2x.
+    found = Found(
+        agent="cli",
+        cores=2,
+        version=None,
+        concurrency=2,
+        settled=True,
+        runs_per_min=None,
+        baselines={"k": 1.0},
+        at="2026",
+    )
+    agent = Agent.starting("cli", 8, found, None)
+    agent.limit = 3
+    moved = [n for n in range(1, 9) if agent.back(3, "k", 1.3, 1.3, 3, agents=3)]
+    assert moved == [4] and agent.limit == 2
 
 
 @pytest.mark.parametrize("cap", [1, 2, 4, 6])
@@ -598,3 +627,14 @@ def test_a_runs_next_layer_waiting_for_room_holds_back_other_units_agents() -> N
     pace.back("b2", 3.0, 1.0)
     assert pace.admitted(3.0) == "a1:evaluate"
     assert pace.admitted(3.0) is None  # a1:evaluate and a2 fill it
+
+
+def test_a_layer_is_paced_while_an_agent_of_its_unit_is_still_to_come() -> None:
+    # A run whose agent is up to date (a resumed invocation) has its evaluate layer handed out
+    # before the next run's agent: still held, or it would run beside the first agents alone.
+    pace = Pace(8, {})
+    pace.unseen["cli"] = 1
+    assert pace.hold_other("r1:evaluate", "cli")
+    assert pace.admitted(0.0) == "r1:evaluate"
+    pace.unseen["cli"] = 0
+    assert not pace.hold_other("r2:evaluate", "cli")  # nothing left to pace it beside

@@ -152,12 +152,8 @@ def test_a_short_noisy_agent_is_judged_on_enough_runs(knee: float, best: int, mo
     assert short_agent(knee, range(1, 41)).count(best) < 36
 
 
-@pytest.mark.parametrize("watch, first_down", [(2, 24), (1, 16)])
-def test_a_settled_limit_is_left_on_two_windows_past_the_bound(monkeypatch, watch, first_down):
-    # Settled at 2, a 1 s agent (windows of 8 runs): a window at 1.16x, then one at 1.3x
-    # (three runs at 1.16x, five at 1.3x) moves nothing, the two together at 1.16x; the next
-    # at 1.3x takes it down to 1. One window at a time, the second did.
-    monkeypatch.setattr(concurrency, "WATCH", watch)
+def settled_at_2() -> Agent:
+    """A unit as a later jobs=auto starts it: settled at 2, a 1 s agent (windows of 8)."""
     found = Found(
         agent="cli",
         cores=2,
@@ -168,7 +164,16 @@ def test_a_settled_limit_is_left_on_two_windows_past_the_bound(monkeypatch, watc
         baselines={"k": 1.0},
         at="2026",
     )
-    agent = Agent.starting("cli", 8, found, None)
+    return Agent.starting("cli", 8, found, None)
+
+
+@pytest.mark.parametrize("watch, first_down", [(2, 24), (1, 16)])
+def test_a_settled_limit_is_left_on_two_windows_past_the_bound(monkeypatch, watch, first_down):
+    # Settled at 2, a 1 s agent (windows of 8 runs): a window at 1.16x, then one at 1.3x
+    # (three runs at 1.16x, five at 1.3x) moves nothing, the two together at 1.16x; the next
+    # at 1.3x takes it down to 1. One window at a time, the second did.
+    monkeypatch.setattr(concurrency, "WATCH", watch)
+    agent = settled_at_2()
     ratios = [1.16] * 11 + [1.3] * 13
     moved = [n for n, r in enumerate(ratios, 1) if agent.back(2, "k", r, r, 2, agents=2)]
     assert moved[0] == first_down and agent.limit == 1
@@ -176,17 +181,7 @@ def test_a_settled_limit_is_left_on_two_windows_past_the_bound(monkeypatch, watc
 
 def test_one_above_a_settled_limit_is_left_on_half_a_window() -> None:
     # Settled at 2, a probe at 3 is left as soon as half its window (4 of 8) is past 1.2x.
-    found = Found(
-        agent="cli",
-        cores=2,
-        version=None,
-        concurrency=2,
-        settled=True,
-        runs_per_min=None,
-        baselines={"k": 1.0},
-        at="2026",
-    )
-    agent = Agent.starting("cli", 8, found, None)
+    agent = settled_at_2()
     agent.limit = 3
     moved = [n for n in range(1, 9) if agent.back(3, "k", 1.3, 1.3, 3, agents=3)]
     assert moved == [4] and agent.limit == 2

@@ -33,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from installed import ROOT, compile_llmtt  # noqa: E402
+from procs import rss_mb, tree  # noqa: E402
 
 DOIT = str(Path(sys.executable).parent / "doit")
 MOST = 1.2  # the target: median agent time within this of -n 1's
@@ -71,32 +72,6 @@ evaluation:
       command: git log --format=%s
       substring: first
 """
-
-
-def tree(pid: int) -> list[int]:
-    """`pid` and its descendants (from the children lists in /proc)."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        try:
-            for tid in os.listdir(f"/proc/{current}/task"):
-                with open(f"/proc/{current}/task/{tid}/children") as handle:
-                    todo += [int(c) for c in handle.read().split()]
-        except OSError:
-            continue
-    return found
-
-
-def rss_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def project(root: Path, agent: str, runs: int) -> None:

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from installed import compile_llmtt
+from procs import rss_mb, tree
 
 DOIT = str(Path(sys.executable).parent / "doit")
 
@@ -48,32 +49,6 @@ evaluation:
   gates:
     - {{type: command_succeeds, command: "true"}}
 """
-
-
-def rss_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def tree(pid: int) -> list[int]:
-    """`pid` and its descendants (from the children lists in /proc)."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        try:
-            for tid in os.listdir(f"/proc/{current}/task"):
-                with open(f"/proc/{current}/task/{tid}/children") as handle:
-                    todo += [int(c) for c in handle.read().split()]
-        except OSError:
-            continue
-    return found
 
 
 def python_processes(pids: list[int]) -> list[int]:

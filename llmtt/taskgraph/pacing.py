@@ -54,7 +54,7 @@ class Pace:
 
     def running(self, name: str) -> int:
         """Unit `name`'s layers under way: its agents and its runs' other layers."""
-        return self.agents_running(name) + sum(1 for a in self.others.values() if a == name)
+        return self._units().count(name)
 
     def agents_running(self, name: str) -> int:
         return sum(1 for a, *_ in self.under_way.values() if a == name)
@@ -91,8 +91,7 @@ class Pace:
         agent = self.agent(name)
         if self.running(name) >= agent.limit:
             return "limit"
-        units = [a for a, *_ in self.under_way.values()] + list(self.others.values())
-        taken = sum(1 / self.agent(a).limit for a in units)
+        taken = sum(1 / self.agent(a).limit for a in self._units())
         return None if taken + 1 / agent.limit <= 1 + 1e-9 else "share"
 
     def admitted(self, now: float) -> str | None:
@@ -131,8 +130,11 @@ class Pace:
 
     def _shared(self, name: str) -> bool:
         """Another unit has a layer under way."""
-        units = [a for a, *_ in self.under_way.values()] + list(self.others.values())
-        return any(a != name for a in units)
+        return any(a != name for a in self._units())
+
+    def _units(self) -> list[str]:
+        """The unit of each layer under way."""
+        return [a for a, *_ in self.under_way.values()] + list(self.others.values())
 
     def back(
         self,

@@ -11,7 +11,8 @@ invocation: throughput (runs a minute over the invocation's wall time, reports i
 median and largest agent time (run.json's `agent_duration_secs`), the peak memory (the sum of
 the RSS of doit's processes and all their children, agents included, sampled every 0.2 s), the
 most agents that ran at once (from their events' times) and, under jobs=auto, the concurrency
-found (.llmtt/concurrency.json). Each jobs=auto is compared with the best fixed `-n N` whose
+found (.llmtt/concurrency.json), with each run's judgement as the pace traced it
+(LLMTT_PACE_TRACE). Each jobs=auto is compared with the best fixed `-n N` whose
 median agent time stayed within 1.2x -n 1's (the target's two halves together); results.json
 keeps each run's agent time. The CLIs are the pinned ones of `./scripts/setup test`
 (node_modules/.bin), as the tests run them. A table is printed, and the figures are written to
@@ -116,9 +117,16 @@ def one(root: Path, how: list[str], runs: int, *, warm: bool = False) -> dict[st
         dep_file.unlink()
     if not warm:
         (root / ".llmtt" / "concurrency.json").unlink(missing_ok=True)
+    trace = root / "pace-trace.jsonl"  # jobs=auto: each run back, judged (LLMTT_PACE_TRACE)
+    trace.unlink(missing_ok=True)
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [DOIT, "run", *how], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [DOIT, "run", *how],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "LLMTT_PACE_TRACE": str(trace)},
     )
     peak = 0.0
     while proc.poll() is None:
@@ -133,6 +141,12 @@ def one(root: Path, how: list[str], runs: int, *, warm: bool = False) -> dict[st
         raise SystemExit(f"doit run {' '.join(how)}: {len(records)} runs of {runs} carried out")
     times = [r["agent_duration_secs"] for r in records]
     spans = [span(p) for p in results.glob("commit/*/r*/events.jsonl")]
+    runs_at = {p.parent: json.loads(p.read_text()) for p in results.glob("commit/*/r*/run.json")}
+    in_order = [
+        runs_at[d.parent]["agent_duration_secs"]
+        for _, d in sorted((span(d)[0], d) for d in results.glob("commit/*/r*/events.jsonl"))
+    ]
+    judged = [json.loads(line) for line in trace.read_text().splitlines()] if trace.exists() else []
     memory = root / ".llmtt" / "concurrency.json"
     found = json.loads(memory.read_text())["found"] if memory.exists() else []
     return {
@@ -148,6 +162,13 @@ def one(root: Path, how: list[str], runs: int, *, warm: bool = False) -> dict[st
         "settled": found[0]["settled"] if found else None,
         "capped": found[0].get("capped") if found else None,
         "agent_secs": sorted(round(t, 3) for t in times),
+        # In the order the runs' agents started: a slow spell on the machine shows here.
+        "agent_secs_in_order": [round(t, 3) for t in in_order],
+        # jobs=auto: (limit let out under, layers under way, agent time, baseline, limit after)
+        "pace": [
+            (j["limit_then"], j["under_way"], j["agent_secs"], j["baseline"], j["limit"])
+            for j in judged
+        ],
     }
 
 

@@ -5,7 +5,9 @@ llmtt/taskgraph/concurrency.py for the rule."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
+import os
 import sys
 import time
 from collections import Counter, deque
@@ -29,6 +31,10 @@ from llmtt.taskgraph.concurrency import (
     unit_of,
 )
 from llmtt.util.atomic import read_json
+
+# A file each run that comes back under jobs=auto is told in (a JSON line: its agent time, the
+# baseline it was judged against, the limit before and after), to see why a limit was chosen.
+TRACE = "LLMTT_PACE_TRACE"
 
 
 class Pace:
@@ -261,13 +267,49 @@ class PacedDispatch:
         spec = _agent_of(task)
         assert spec is not None and self.root is not None
         secs, version, timed_out = _agent_time(Path(spec.dir), result)
+        _, kind, level, _, under_way, *_ = self.pace.under_way[task.name]
         moved = self.pace.back(task.name, time.monotonic(), secs, version, timed_out=timed_out)
+        if TRACE in os.environ:
+            agent = self.pace.agent(unit_of(spec))
+            _trace(os.environ[TRACE], agent, task.name, level, under_way, secs, kind, timed_out)
         found = moved.found(cores()) if moved is not None else None
         if found is not None:
             try:
                 remember(self.root, found)
             except OSError as exc:  # the runs go on; only the next jobs=auto starts from one
                 sys.stderr.write(f"llmtt: warning: jobs=auto could not remember its pace: {exc}\n")
+
+
+def _trace(
+    path: str,
+    agent: Agent,
+    task: str,
+    level: int,
+    under_way: int,
+    secs: float | None,
+    kind: str,
+    timed_out: bool,
+) -> None:
+    """One line of LLMTT_PACE_TRACE: a run back, what it was judged against and where its
+    unit's limit stands after it."""
+    baseline = agent.baseline(kind)
+    line = {
+        "at": round(time.time(), 3),
+        "unit": agent.name,
+        "run": task.removesuffix(":agent"),
+        "limit_then": level,
+        "under_way": under_way,
+        "agent_secs": secs,
+        "timed_out": timed_out,
+        "baseline": round(baseline, 3) if baseline is not None else None,
+        "limit": agent.limit,
+        "settled": agent.settled,
+    }
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(line) + "\n")
+    except OSError as exc:
+        sys.stderr.write(f"llmtt: warning: {TRACE}: {exc}\n")
 
 
 def _agent_of(task: Any) -> RunSpec | None:

@@ -456,10 +456,20 @@ def test_doit_run_jobs_auto_paces_the_agents_and_a_larger_n_is_warned(project: P
     for wrong, said in [({"jobs": "3"}, "jobs=3: jobs= takes auto"), (RAY, "leave out jobs")]:
         with pytest.raises(LlmttError, match=said):
             Session.load(project.root, wrong)
-    ran = project.doit("run", "jobs=auto", "-n", "3", "repeats=17")
+    trace = project.root / "pace.jsonl"
+    ran = project.doit(
+        "run", "jobs=auto", "-n", "3", "repeats=17", env={"LLMTT_PACE_TRACE": str(trace)}
+    )
     assert ran.code == 0, ran.out + ran.err
     spans = sorted(_agent_span(p) for p in project.results().glob("slow/*/r*/events.jsonl"))
     assert len(spans) == 17
+    # Each run back is traced (LLMTT_PACE_TRACE): the limit it was let out under, its time, its
+    # baseline (the first: its own time), and the limit after it.
+    judged = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert sorted(j["run"] for j in judged) == sorted(f"slow/oracle/r{n}" for n in range(1, 18))
+    assert [j["limit_then"] for j in judged[:8]] == [1] * 8, judged
+    assert judged[0]["baseline"] == round(judged[0]["agent_secs"], 3) > 0.3, judged[0]
+    assert judged[7]["limit"] == 2, judged  # the baseline's window done: the next limit
     # The baseline's runs one at a time (a window of 8 s of a short agent's runs, at most 8):
     # without the limit, three workers start three.
     assert all(spans[i][1] <= spans[i + 1][0] for i in range(7)), spans

@@ -12,7 +12,9 @@ With several sizes (`--runs 16,64,128`), the wall times are fitted to `start + s
 (least squares), for llmtt and for doit's floor: a plain dodo.py of as many tasks, each running
 `sleep SECS` in a shell, under the same `doit run -n N`, measured in turn with llmtt's. The
 start is what an invocation costs whatever its size (interpreter, plan, forks, aggregate,
-exit); the slope against the ideal one (SECS / N a run) is the efficiency net of it.
+exit); the slope against the ideal one (SECS / N a run) is the efficiency net of it. With
+`--confined`, a third floor whose tasks do the least a confined run must: the sleep in a
+bubblewrap sandbox, then a gate's `true` in another.
 """
 
 from __future__ import annotations
@@ -98,8 +100,24 @@ DOIT_CONFIG = {{"dep_file": ".doit.db", "backend": "sqlite3", "verbosity": 0}}
 
 def task_sleep():
     for index in range({runs}):
-        yield {{"name": str(index), "actions": ["sleep {secs}"]}}
+        yield {{"name": str(index), "actions": {actions}}}
 """
+
+# The least a confined run does besides its agent's work: the agent in a sandbox, and one gate
+# in another (llmtt's own sandboxes bind more: the toolchains on PATH, the run's folders).
+SANDBOX = (
+    "bwrap --unshare-all --unshare-user --cap-drop ALL --die-with-parent --ro-bind /usr /usr "
+    "--symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 "
+    "--ro-bind /etc /etc --proc /proc --dev /dev --tmpfs /tmp"
+)
+
+
+def floor_actions(secs: float, confined: bool) -> list[str]:
+    """A floor task's actions: `sleep SECS`; `confined`: in a sandbox, then a gate's `true`
+    in another."""
+    if not confined:
+        return [f"sleep {secs}"]
+    return [f"{SANDBOX} sleep {secs}", f"{SANDBOX} bash -c true"]
 
 
 def make_llmtt(root: Path, runs: int, secs: float) -> None:
@@ -139,13 +157,16 @@ def fitted(args: argparse.Namespace, sizes: list[int]) -> None:
     base = args.out.resolve()
     for runs in sizes:
         make_llmtt(base / f"llmtt-{runs}", runs, args.secs)
-        dodo = base / f"floor-{runs}"
-        shutil.rmtree(dodo, ignore_errors=True)
-        dodo.mkdir(parents=True)
-        (dodo / "dodo.py").write_text(FLOOR_DODO.format(runs=runs, secs=args.secs))
+        for name, confined in (("floor", False), ("confined", True)):
+            dodo = base / f"{name}-{runs}"
+            shutil.rmtree(dodo, ignore_errors=True)
+            dodo.mkdir(parents=True)
+            actions = floor_actions(args.secs, confined)
+            (dodo / "dodo.py").write_text(FLOOR_DODO.format(runs=runs, actions=actions))
     for workers in (int(w) for w in args.workers.split(",")):
         ours: list[tuple[int, float]] = []
         theirs: list[tuple[int, float]] = []
+        confined: list[tuple[int, float]] = []
         peak = 0.0
         for runs in sizes:
             for _ in range(args.times):  # in turn, so that both meet the same machine
@@ -153,6 +174,8 @@ def fitted(args: argparse.Namespace, sizes: list[int]) -> None:
                 ours.append((runs, wall))
                 peak = max(peak, rss)
                 theirs.append((runs, floor(base / f"floor-{runs}", workers)))
+                if args.confined:
+                    confined.append((runs, floor(base / f"confined-{runs}", workers)))
         (start, slope), (floor_start, floor_slope) = fit(ours), fit(theirs)
         ideal = args.secs / workers
         print(
@@ -163,6 +186,14 @@ def fitted(args: argparse.Namespace, sizes: list[int]) -> None:
             f"{[(r, round(w, 2)) for r, w in theirs]}; largest worker {peak:.0f} MB RSS",
             flush=True,
         )
+        if confined:
+            boxed_start, boxed_slope = fit(confined)
+            print(
+                f"-n {workers}: a confined floor (each task: its sleep in a sandbox, a gate's "
+                f"`true` in another) starts in {boxed_start:.2f} s, then {ideal / boxed_slope:.1%}"
+                f" of ideal; walls {[(r, round(w, 2)) for r, w in confined]}",
+                flush=True,
+            )
 
 
 def main() -> None:
@@ -172,6 +203,9 @@ def main() -> None:
     parser.add_argument("--secs", type=float, default=2.0)
     parser.add_argument("--workers", default="4,8")
     parser.add_argument("--times", type=int, default=3)
+    parser.add_argument(
+        "--confined", action="store_true", help="fitted: also a floor that confines each task"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/out/parallel"))
     args = parser.parse_args()
     sizes = [int(r) for r in args.runs.split(",")]

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from llmtt.errors import LlmttError
 
 if TYPE_CHECKING:
-    from llmtt.plan.runs import Plan
+    from llmtt.plan.runs import Plan, Run
+    from llmtt.spec.project import Project
 
 
 def _report_path(root: Path) -> tuple[Path, Path]:
@@ -109,7 +110,14 @@ def _coverage(
     return subset, "\n".join(lines) + "\n"
 
 
+# What a run's outcome reason starts with when its agent is to be carried out again, and when
+# only its judge is to be asked again (llmtt/evaluation/evaluate.py's `settle`).
+NOT_CARRIED_OUT = "run could not be carried out"
+JUDGE_ERRORS = ("judge error", "the judge did not run")
+
+
 def estimate(args: argparse.Namespace) -> int:
+    from llmtt.evaluation.outcome import JUDGE_GAVE_UP
     from llmtt.execution.budget import expected_cost
     from llmtt.plan.runs import build_plan
     from llmtt.spec.project import load_project
@@ -133,25 +141,55 @@ def estimate(args: argparse.Namespace) -> int:
         selection = adaptive_round(project.root, selection)[0]
     plan = build_plan(project, selection)  # under repeats=auto: the round under way
     history = read_jsonl(project.results_dir / "results.jsonl")
-    pending = []
+    pending: list[tuple[Run, float | None, str]] = []  # (run, its cost, what is pending)
     for run in plan.runs:
         done = run.dir / "result.json"
-        if done.exists():
-            record = read_json(done)
-            if record.get("key") == run.agent_key and record.get("outcome") != "error":
+        record = read_json(done) if done.exists() else {}
+        if record.get("key") == run.agent_key and record.get("outcome") != "error":
+            continue
+        reason = str(record.get("outcome_reason") or "")
+        if record.get("key") == run.agent_key and not reason.startswith(NOT_CARRIED_OUT):
+            # The agent is done: only its judge or evaluators are asked again (the judge not
+            # once it gave up).
+            if reason.startswith(JUDGE_GAVE_UP):
                 continue
-        pending.append((run, expected_cost(run, history, project.config.models)))
-    known = [c for _, c in pending if c is not None]
-    for run, cost in pending:
+            if run.judge is not None and reason.startswith(JUDGE_ERRORS):
+                pending.append((run, _judge_holds(project, run), "the judge again"))
+            else:
+                pending.append((run, None, "its evaluators again"))
+            continue
+        cost = expected_cost(run, history, project.config.models)
+        pending.append((run, cost, "the agent, then the judge" if run.judge else "the agent"))
+    known = [c for _, c, _ in pending if c is not None]
+    for run, cost, what in pending:
         shown = "unknown" if cost is None else f"${cost:.4f}"
-        print(f"{shown:>10}  {run.run_id}")
+        print(f"{shown:>10}  {run.run_id}  ({what})")
     unknown = len(pending) - len(known)
     print(
         f"{len(pending)} pending of {len(plan.runs)} runs; expected total ${sum(known):.4f}"
-        + (f" (+ {unknown} runs of unknown cost: no price for their model)" if unknown else "")
+        + (
+            f" (+ {unknown} runs of unknown cost: no price for their model, or evaluators)"
+            if unknown
+            else ""
+        )
     )
+    if any(what == "the agent, then the judge" for _, _, what in pending):
+        print(
+            "The judge's cost after an agent is not in the total: it holds its own in the "
+            "session budget once the run's transcript is known."
+        )
     _decisions(every, history, args.assume)
     return 0
+
+
+def _judge_holds(project: Project, run: Run) -> float | None:
+    """What asking the judge again about `run` may cost (None: unknown, its files unread)."""
+    from llmtt.evaluation.judge_layer import judge_holds
+
+    try:
+        return judge_holds(project, run)
+    except (OSError, KeyError, LlmttError):
+        return None
 
 
 def _decisions(plan: Plan, history: list[dict[str, Any]], assume: str | None) -> None:

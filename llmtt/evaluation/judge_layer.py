@@ -191,6 +191,25 @@ def _question(
     return model, rubric, prompt
 
 
+def judge_holds(project: Project, run: Run) -> float | None:
+    """What asking the judge again about a run whose agent is done holds of the budget: each
+    sample of its question not yet scored, at `hold_for` (the most it may cost); None when the
+    judge's model has no price."""
+    from llmtt.evaluation.judge import hold_for
+
+    assert run.judge is not None
+    info = read_json(run.dir / "run.json")
+    gates = read_json(run.dir / "gates.json")["gates"]
+    model, _, prompt = _question(project, run, info, gates)
+    if model.cost(1, 1) is None:
+        return None
+    path = run.dir / "judge.json"
+    key = hash_value([JUDGE_VERSION, model.name, prompt])
+    scored, _ = _paid_before(read_json(path) if path.exists() else {}, key)
+    missing = max(0, run.judge.samples - len(scored))
+    return round(missing * hold_for(model, prompt), 6)
+
+
 def _evaluators_waiting(metrics: dict[str, Any]) -> str | None:
     """Why the judge is not asked while an evaluator waits: the run stays pending for it, and
     the judge would be paid for twice."""

@@ -196,7 +196,7 @@ JUDGE_ANSWER = json.dumps(
 
 
 def test_a_judge_refused_by_the_spent_budget_is_not_asked_the_reports_list_it_and_it_waits(
-    project: Project, provider: tuple[str, type[FakeProvider]]
+    project: Project, provider: tuple[str, type[FakeProvider]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, handler = provider
     handler.queue.append((200, chat_answer(JUDGE_ANSWER, 1000, 100)))  # $0.02 a judgement
@@ -227,6 +227,21 @@ def test_a_judge_refused_by_the_spent_budget_is_not_asked_the_reports_list_it_an
     assert len(lines) == 1  # the refused run is not an evaluation
     status = project.doit("list", "--status", "repeats=2", env=env)
     assert f"R s/oracle/{refused}" in status.out, status.out  # its judge stays pending
+    # `llmtt estimate` counts what the next `doit run` pays: the judge again (each sample at
+    # what it holds of the budget, at least the $0.02 one judgement cost), not the agent.
+    judge_again = _estimate(project, capsys)
+    assert judge_again[0].endswith(f"s/oracle/{refused}  (the judge again)"), judge_again
+    assert float(judge_again[0].split()[0].lstrip("$")) >= 0.02, judge_again
+    assert judge_again[1].startswith("1 pending of 2 runs"), judge_again
+    result_json = project.results() / f"s/oracle/{refused}/result.json"
+    kept = result_json.read_text()
+    for reason, pending in [
+        ("judge error: the judge gave up after 3 attempts", "0 pending"),  # asked no more
+        ("run could not be carried out: killed", "(the agent, then the judge)"),
+    ]:
+        result_json.write_text(json.dumps({**records[refused], "outcome_reason": reason}))
+        assert pending in "\n".join(_estimate(project, capsys)), reason
+    result_json.write_text(kept)
 
     # With more budget the next `doit run` asks the judge once, and runs nothing else.
     project.write("llmtt.toml", GIT_TOML + models + "\n[budget]\nmax_usd = 1.0\n")
@@ -236,6 +251,15 @@ def test_a_judge_refused_by_the_spent_budget_is_not_asked_the_reports_list_it_an
     assert [t for t in again.executed() if ":" in t] == [f"s/oracle/{refused}:judge"]
     assert project.json(f"s/oracle/{refused}/result.json")["outcome"] == "pass"
     assert project.doit("run", "repeats=2", env=env).executed() == []
+
+
+def _estimate(project: Project, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """`llmtt estimate --repeats 2`'s lines."""
+    from llmtt.commands.main import main
+
+    capsys.readouterr()
+    assert main(["estimate", str(project.root), "--repeats", "2"]) == 0
+    return capsys.readouterr().out.splitlines()
 
 
 def test_a_runs_running_spend_never_goes_down(tmp_path: Path) -> None:

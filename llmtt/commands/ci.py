@@ -110,19 +110,12 @@ def _coverage(
     return subset, "\n".join(lines) + "\n"
 
 
-# What a run's outcome reason starts with when its agent is to be carried out again, and when
-# only its judge is to be asked again (llmtt/evaluation/evaluate.py's `settle`).
-NOT_CARRIED_OUT = "run could not be carried out"
-JUDGE_ERRORS = ("judge error", "the judge did not run")
-
-
 def estimate(args: argparse.Namespace) -> int:
-    from llmtt.evaluation.outcome import JUDGE_GAVE_UP
-    from llmtt.execution.budget import expected_cost
     from llmtt.plan.runs import build_plan
     from llmtt.spec.project import load_project
     from llmtt.spec.selection import Selection
-    from llmtt.util.atomic import read_json, read_jsonl
+    from llmtt.taskgraph.session import DEP_FILE
+    from llmtt.util.atomic import read_jsonl
 
     project = load_project(args.project)
     repeats = Selection.from_variables({"repeats": args.repeats} if args.repeats else {})
@@ -141,25 +134,12 @@ def estimate(args: argparse.Namespace) -> int:
         selection = adaptive_round(project.root, selection)[0]
     plan = build_plan(project, selection)  # under repeats=auto: the round under way
     history = read_jsonl(project.results_dir / "results.jsonl")
+    dep_file = str(project.results_dir / DEP_FILE)
     pending: list[tuple[Run, float | None, str]] = []  # (run, its cost, what is pending)
     for run in plan.runs:
-        done = run.dir / "result.json"
-        record = read_json(done) if done.exists() else {}
-        if record.get("key") == run.agent_key and record.get("outcome") != "error":
-            continue
-        reason = str(record.get("outcome_reason") or "")
-        if record.get("key") == run.agent_key and not reason.startswith(NOT_CARRIED_OUT):
-            # The agent is done: only its judge or evaluators are asked again (the judge not
-            # once it gave up).
-            if reason.startswith(JUDGE_GAVE_UP):
-                continue
-            if run.judge is not None and reason.startswith(JUDGE_ERRORS):
-                pending.append((run, _judge_holds(project, run), "the judge again"))
-            else:
-                pending.append((run, None, "its evaluators again"))
-            continue
-        cost = expected_cost(run, history, project.config.models)
-        pending.append((run, cost, "the agent, then the judge" if run.judge else "the agent"))
+        layers = _pending_layers(dep_file, run)
+        if layers:
+            pending.append((run, *_pending_cost(project, run, layers, history)))
     known = [c for _, c, _ in pending if c is not None]
     for run, cost, what in pending:
         shown = "unknown" if cost is None else f"${cost:.4f}"
@@ -167,28 +147,106 @@ def estimate(args: argparse.Namespace) -> int:
     unknown = len(pending) - len(known)
     print(
         f"{len(pending)} pending of {len(plan.runs)} runs; expected total ${sum(known):.4f}"
-        + (
-            f" (+ {unknown} runs of unknown cost: no price for their model, or evaluators)"
-            if unknown
-            else ""
-        )
+        + (f" (+ {unknown} runs of unknown cost: see each line)" if unknown else "")
     )
-    if any(what == "the agent, then the judge" for _, _, what in pending):
-        print(
-            "The judge's cost after an agent is not in the total: it holds its own in the "
-            "session budget once the run's transcript is known."
-        )
     _decisions(every, history, args.assume)
     return 0
 
 
-def _judge_holds(project: Project, run: Run) -> float | None:
+def _pending_layers(dep_file: str, run: Run) -> set[str]:
+    """The layers of `run` the next `doit run` carries out, as its own checks find them (the
+    keys saved in doit's dependency file against the plan's); a layer after a pending one is
+    pending too."""
+    from types import SimpleNamespace
+
+    from llmtt.plan.cache import RunSpec
+    from llmtt.taskgraph.depfile import saved_values
+    from llmtt.taskgraph.uptodate import JudgeCheck, KeyCheck
+
+    keys = RunSpec.of(run).keys
+    order = ["agent", "evaluate", "judge", "triage", "report"]
+    found: set[str] = set()
+    for layer in (name for name in order if name in keys):
+        if found & {"agent", "evaluate"} and layer in ("judge", "triage"):
+            found.add(layer)  # made from what the layers before it write again
+            continue
+        check = (
+            JudgeCheck(layer, keys[layer], judged=str(run.dir / "judge.json"))
+            if layer == "judge"
+            else KeyCheck(layer, keys[layer])
+        )
+        task = run.run_id if layer == "report" else f"{run.run_id}:{layer}"  # the visible one
+        saved = saved_values(dep_file, task) or {}
+        if not check(SimpleNamespace(value_savers=[]), saved):
+            found.add(layer)
+    return found
+
+
+def _pending_cost(
+    project: Project, run: Run, layers: set[str], history: list[dict[str, Any]]
+) -> tuple[float | None, str]:
+    """What the pending `layers` of `run` are expected to cost (None: unknown), and what they
+    are, as a line of `llmtt estimate` says them."""
+    from llmtt.evaluation.judge_layer import judge_bound
+    from llmtt.execution.budget import expected_cost
+    from llmtt.taskgraph.depfile import saved_values
+    from llmtt.taskgraph.session import DEP_FILE
+
+    parts: list[str] = []
+    cost: float | None = 0.0
+    if layers == {"report"}:
+        return 0.0, "its report"
+    if "agent" in layers:
+        cost = expected_cost(run, history, project.config.models)
+        parts.append("the agent")
+    elif "evaluate" in layers:
+        parts.append("its evaluation")
+        if run.scenario.spec.evaluation.evaluators:
+            cost = None
+            parts[-1] += " (its evaluators: not estimated)"
+    if "judge" in layers:
+        if "agent" in layers:
+            # As on earlier runs, else at most what its longest question may cost.
+            judge = _judge_from_history(run, history)
+            if judge is None:
+                judge = judge_bound(project, run)
+                parts.append("the judge, at most")
+            else:
+                parts.append("the judge, as before")
+        else:
+            dep_file = str(project.results_dir / DEP_FILE)
+            forgotten = saved_values(dep_file, f"{run.run_id}:judge") is None
+            judge = _judge_holds(project, run, forgotten, fresh="evaluate" in layers)
+            parts.append("the judge, at most")
+        cost = None if cost is None or judge is None else round(cost + judge, 6)
+    if "triage" in layers:
+        cost = None
+        parts.append("its triage: not estimated")
+    return cost, ", ".join(parts)
+
+
+def _judge_from_history(run: Run, history: list[dict[str, Any]]) -> float | None:
+    """What the judge cost on earlier runs of the same scenario with the same judge model, on
+    average (None: none recorded)."""
+    assert run.judge is not None
+    paid = [
+        float(row["judge"]["cost_usd"])
+        for row in history
+        if row.get("scenario") == run.scenario.name
+        and isinstance(row.get("judge"), dict)
+        and row["judge"].get("model") == run.judge.model
+        and isinstance(row["judge"].get("cost_usd"), int | float)
+    ]
+    return round(sum(paid) / len(paid), 6) if paid else None
+
+
+def _judge_holds(project: Project, run: Run, forgotten: bool, fresh: bool) -> float | None:
     """What asking the judge again about `run` may cost (None: unknown, its files unread)."""
     from llmtt.evaluation.judge_layer import judge_holds
 
     try:
-        return judge_holds(project, run)
-    except (OSError, KeyError, LlmttError):
+        return judge_holds(project, run, forgotten=forgotten, fresh=fresh)
+    except (OSError, KeyError, TypeError, AttributeError, ValueError, LlmttError):
         return None
 
 

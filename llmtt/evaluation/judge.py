@@ -194,8 +194,13 @@ def ask(
 def hold_for(model: ResolvedModel, prompt: str) -> float:
     """What one sample holds of the budget before it is asked: its prompt asked twice (a
     malformed answer is asked to be repaired) with the longest answers it may give."""
+    return hold_for_chars(model, len(prompt))
+
+
+def hold_for_chars(model: ResolvedModel, chars: int) -> float:
+    """`hold_for` a prompt of `chars` characters."""
     # Three characters a token is generous for prose and JSON; the rest is the answers.
-    tokens = 2 * (len(prompt) // 3 + 500) + MAX_ANSWER_TOKENS
+    tokens = 2 * (chars // 3 + 500) + MAX_ANSWER_TOKENS
     return model.cost(tokens, 2 * MAX_ANSWER_TOKENS) or 0.0
 
 

@@ -191,23 +191,65 @@ def _question(
     return model, rubric, prompt
 
 
-def judge_holds(project: Project, run: Run) -> float | None:
-    """What asking the judge again about a run whose agent is done holds of the budget: each
-    sample of its question not yet scored, at `hold_for` (the most it may cost); None when the
-    judge's model has no price."""
+def judge_holds(
+    project: Project, run: Run, *, forgotten: bool = False, fresh: bool = False
+) -> float | None:
+    """What the next `judge_run` of a run whose agent is done may cost: each sample it would
+    ask at what it holds of the budget (`hold_for`, the most a sample may cost), taking the
+    same path as `judge_run` up to the asking: nothing when the judge is not to be asked
+    (`[judge] when`), an evaluator waits, or it gave up on this question (`forgotten`: the
+    user made doit forget the layer, and its failed attempts no longer count). `fresh`: the
+    run is evaluated again first, so its question is new and every sample is asked (priced
+    from its files as they are now). None: the judge's model has no price."""
     from llmtt.evaluation.judge import hold_for
 
     assert run.judge is not None
     info = read_json(run.dir / "run.json")
+    metrics = read_json(run.dir / "metrics.json")
     gates = read_json(run.dir / "gates.json")["gates"]
+    path = run.dir / "judge.json"
+    before = read_json(path) if path.exists() else {}
+    if not fresh and (_not_asked(run, info, gates) or _evaluators_waiting(metrics)):
+        return 0.0
     model, _, prompt = _question(project, run, info, gates)
     if model.cost(1, 1) is None:
         return None
-    path = run.dir / "judge.json"
-    key = hash_value([JUDGE_VERSION, model.name, prompt])
-    scored, _ = _paid_before(read_json(path) if path.exists() else {}, key)
-    missing = max(0, run.judge.samples - len(scored))
+    missing = run.judge.samples
+    if not fresh:
+        key = hash_value([JUDGE_VERSION, model.name, prompt])
+        kept, earlier = _paid_before(before, key)
+        if forgotten:
+            earlier = [{**attempt, "forgiven": True} for attempt in earlier]
+        missing = max(0, run.judge.samples - len(kept))
+        if missing and _stop(run, earlier, key, before, doomed(gates, info)) is not None:
+            return 0.0
     return round(missing * hold_for(model, prompt), 6)
+
+
+# Of the judge's question besides the task, the rubric, the transcript and the guidance: its
+# headings and the notes of what was cut; and a line a gate, its message (`judge_bound`).
+HEADINGS_CHARS = 1_000
+GATE_LINE_CHARS = 400
+
+
+def judge_bound(project: Project, run: Run) -> float | None:
+    """What the judge may cost about a run still to be carried out: each sample at what it
+    holds of the budget for the longest question it may be asked (the task, the rubric, and the
+    transcript and guidance at their `[judge]` caps). None: its model has no price."""
+    from llmtt.evaluation.judge import hold_for_chars
+    from llmtt.providers import resolve_model
+
+    assert run.judge is not None
+    model = resolve_model(run.judge.model, project.config.models)
+    if model.cost(1, 1) is None:
+        return None
+    settings = project.config.judge
+    rubric = project.rubrics[run.judge.rubric].model_dump_json()
+    gates = len(run.scenario.spec.evaluation.gates)
+    longest = len(run.scenario.spec.task.prompt) + len(rubric) + HEADINGS_CHARS
+    longest += GATE_LINE_CHARS * gates
+    longest += settings.max_transcript_chars + settings.max_guidance_chars
+    return round(run.judge.samples * hold_for_chars(model, longest), 6)
 
 
 def _evaluators_waiting(metrics: dict[str, Any]) -> str | None:

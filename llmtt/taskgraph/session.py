@@ -29,6 +29,7 @@ EXECUTORS = ("local", "ray")
 WRITERS = frozenset({"run", "clean", "forget", "ignore", "strace", "auto", "reset-dep"})
 # The writers that carry out runs: SIGTERM as ^C, a watchdog, a label for the records.
 RUNNERS = frozenset({"run", "strace", "auto"})
+DEP_FILE = ".doit.sqlite3"  # doit's dependency file, in the results folder
 
 
 @dataclass
@@ -97,7 +98,7 @@ class Session:
     @property
     def dep_file(self) -> str:
         """doit's dependency file."""
-        return str(self.results / ".doit.sqlite3")
+        return str(self.results / DEP_FILE)
 
     @property
     def ledger_path(self) -> Path:

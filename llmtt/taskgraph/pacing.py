@@ -73,10 +73,15 @@ class Pace:
         doit (runs evaluated again, the last runs' reports), so there is no agent to pace it
         beside, and it goes as doit hands it out."""
         self.agent(name, cli)
-        if not self.held.get(name) and not self.agents_running(name) and not self.unseen[name]:
+        if self._unpaced(name):
             return False
         self.waiting.append((key, name))
         return True
+
+    def _unpaced(self, name: str) -> bool:
+        """Unit `name` has no agent held, under way or still to come from doit: its runs'
+        other layers are not held beside agents that are not there."""
+        return not self.held.get(name) and not self.agents_running(name) and not self.unseen[name]
 
     def back_other(self, key: str) -> bool:
         """Another layer came back (False: not one let out here)."""
@@ -107,7 +112,9 @@ class Pace:
         machine."""
         room = True  # no held other layer waits only for room on the machine
         for index, (key, name) in enumerate(self.waiting):
-            why = self.blocked(name)
+            # Held while its unit's agents were still to come from doit, which then found
+            # them all done (runs evaluated again): it goes now, as `hold_other` would let it.
+            why = None if self._unpaced(name) else self.blocked(name)
             if why is None:
                 del self.waiting[index]
                 self.others[key] = name

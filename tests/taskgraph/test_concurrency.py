@@ -492,6 +492,37 @@ def test_doit_run_jobs_auto_paces_the_agents_and_a_larger_n_is_warned(project: P
     assert re.search(said, again.err), again.err
 
 
+def test_runs_only_evaluated_again_under_jobs_auto_are_not_held_one_at_a_time(
+    project: Project,
+) -> None:
+    # The agents are up to date and only the gates changed: no agent is held, under way or to
+    # come, so the evaluations go as doit hands them out (three workers), not one at a time
+    # at the limit of one the unit starts from.
+    project.write("llmtt.toml", GIT_TOML)
+    scenario = """\
+        task:
+          prompt: Nothing to do.
+        solution:
+          - "true"
+        evaluation:
+          gates:
+            - {type: command_succeeds, command: "GATE"}
+        """
+    project.write("scenarios/s.yaml", scenario.replace("GATE", "true"))
+    first = project.doit("run", "jobs=auto", "-n", "3", "repeats=4")
+    assert first.code == 0, first.out + first.err
+    project.write("scenarios/s.yaml", scenario.replace("GATE", "sleep 0.8"))
+    again = project.doit("run", "jobs=auto", "-n", "3", "repeats=4")
+    assert again.code == 0, again.out + again.err
+    executed = again.executed()
+    assert sum(t.endswith(":evaluate") for t in executed) == 4, executed
+    assert not any(t.endswith(":agent") for t in executed), executed
+    # When each evaluation ended: one at a time, 0.8 s or more apart; let out together, the
+    # first three end within a fraction of that.
+    ends = sorted((p / "gates.json").stat().st_mtime for p in project.results().glob("s/*/r*"))
+    assert len(ends) == 4 and ends[2] - ends[0] < 0.6, ends
+
+
 def _agent_span(events: Path) -> tuple[float, float]:
     """When a run's agent started and ended (its first and last event)."""
     lines = [json.loads(line) for line in events.read_text().splitlines() if line.strip()]

@@ -39,6 +39,7 @@ from llmtt.execution.transcript import capped
 from llmtt.execution.workspace import Workspace, WorkspaceError, prepare, run_setup
 from llmtt.gateway.proxy import DRAIN_SECS, PLACEHOLDER_KEY, Gateway, Upstream
 from llmtt.gateway.usage import WIRE_FILE, figures, fold, read_wire
+from llmtt.plan.keys import ATTEMPTS
 from llmtt.plan.runs import Run
 from llmtt.process.sandbox.bwrap import Confinement, Sandbox, View, mounted
 from llmtt.process.shell import ShellResult, run_shell
@@ -132,7 +133,6 @@ def execute_run(
 
 
 PROVIDER_FAILED = "the model provider failed, not the agent"
-ATTEMPTS = "attempts.jsonl"
 
 
 def _ended(run: Run, outcome: AgentExit) -> AgentExit:

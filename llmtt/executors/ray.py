@@ -339,9 +339,10 @@ def agent_layer(
     into run.json (`lost_attempts`), and the layer is sent once more only under a new hold.
     """
     from llmtt.agents.pricing import pricing_of
-    from llmtt.execution.agent_layer import ATTEMPTS, attempts_given_up, execute_run
+    from llmtt.execution.agent_layer import attempts_given_up, execute_run
     from llmtt.execution.budget import spent_by
     from llmtt.executors.remote import land
+    from llmtt.plan.keys import ATTEMPTS
     from llmtt.util.atomic import read_json, write_json
 
     key = f"{run.run_id}:agent"

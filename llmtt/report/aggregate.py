@@ -16,7 +16,7 @@ from llmtt.errors import LlmttError
 from llmtt.evaluation.outcome import as_expected, verdict
 from llmtt.evaluation.paid_triage import spent
 from llmtt.execution.asciicast import CAST_FILE, read_cast
-from llmtt.plan.keys import TRIAGE_FILE
+from llmtt.plan.keys import ATTEMPTS, TRIAGE_FILE
 from llmtt.plan.runs import Plan, Run
 from llmtt.redaction import Redactor
 from llmtt.report.charts import history_chart
@@ -477,6 +477,7 @@ def _timeline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _row(run: Run) -> dict[str, Any]:
     path = run.dir / "result.json"
+    lost = _lost_attempts(run)
     if not path.exists():
         return {
             **run.identity(),
@@ -487,8 +488,10 @@ def _row(run: Run) -> dict[str, Any]:
             "metrics": {},
             "cost_usd": None,
             "duration_secs": None,
+            **lost,
         }
     record: dict[str, Any] = read_json(path)
+    record.update(lost)
     answer = triage_answer(run, record.get("triage"))
     if answer is not None:  # the triage model's line, beside the rule-based fields
         record["triage"] = {
@@ -501,6 +504,27 @@ def _row(run: Run) -> dict[str, Any]:
         # Every triage answer and attempt of the run, paid, as the judge's cost is counted.
         record["triage_cost_usd"] = spent(run.dir / TRIAGE_FILE)
     return record
+
+
+def _lost_attempts(run: Run) -> dict[str, Any]:
+    """What the run's agent attempts that could not be carried out spent (a run stopped for
+    the budget while running, a provider that failed mid-run): paid, and in no result, so
+    counted apart (`attempts_cost_usd`, with `attempts_cost_lower_bound` when one of them has
+    no known cost); {} when none spent anything."""
+    try:
+        attempts = read_jsonl(run.dir / ATTEMPTS)
+    except (OSError, LlmttError):
+        return {}
+    lost = [a for a in attempts if isinstance(a, dict) and a.get("status") == "error"]
+    costs = [a.get("cost_usd") for a in lost if a.get("requests") or a.get("cost_usd")]
+    known = [float(c) for c in costs if isinstance(c, int | float)]
+    if not costs:
+        return {}
+    return {
+        "attempts_cost_usd": round(sum(known), 6),
+        "attempts_cost_lower_bound": len(known) < len(costs)
+        or any(bool(a.get("cost_lower_bound")) for a in lost),
+    }
 
 
 def _expectation(run: Run, row: dict[str, Any]) -> dict[str, Any]:
@@ -537,6 +561,9 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             layer_costs.append(judge["cost_usd"])
         if r.get("triage_cost_usd"):
             layer_costs.append(r["triage_cost_usd"])
+        if r.get("attempts_cost_usd") is not None:  # attempts paid for and lost
+            layer_costs.append(r["attempts_cost_usd"])
+            lower_bound = lower_bound or bool(r.get("attempts_cost_lower_bound"))
         if outcome not in ("pass", "fail"):
             continue
         done += 1

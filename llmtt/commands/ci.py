@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -154,21 +155,35 @@ def estimate(args: argparse.Namespace) -> int:
 
 
 def _pending_layers(dep_file: str, run: Run) -> set[str]:
-    """The layers of `run` the next `doit run` carries out, as its own checks find them (the
-    keys saved in doit's dependency file against the plan's); a layer after a pending one is
-    pending too."""
+    """The layers of `run` the next `doit run` carries out, as its own checks find them: the
+    keys saved in doit's dependency file against the plan's, the files each layer makes; a
+    layer made from what a pending one writes again is pending too."""
     from types import SimpleNamespace
 
     from llmtt.plan.cache import RunSpec
+    from llmtt.plan.keys import TRIAGE_FILE
     from llmtt.taskgraph.depfile import saved_values
+    from llmtt.taskgraph.tasks import AGENT_OUTPUTS, EVALUATE_OUTPUTS
     from llmtt.taskgraph.uptodate import JudgeCheck, KeyCheck
 
     keys = RunSpec.of(run).keys
-    order = ["agent", "evaluate", "judge", "triage", "report"]
+    judged = "judge" in keys
+    made = {
+        "agent": AGENT_OUTPUTS,
+        "evaluate": EVALUATE_OUTPUTS[:2] if judged else EVALUATE_OUTPUTS,
+        "judge": ("judge.json", "result.json"),
+        "triage": (TRIAGE_FILE,),
+        "report": ("evaluation.md",),
+    }
+    after = {"evaluate": {"agent"}, "judge": {"agent", "evaluate"}}
+    after["triage"] = after["report"] = {"agent", "evaluate", "judge"}
     found: set[str] = set()
-    for layer in (name for name in order if name in keys):
-        if found & {"agent", "evaluate"} and layer in ("judge", "triage"):
+    for layer in (name for name in made if name in keys):
+        if found & after.get(layer, set()):
             found.add(layer)  # made from what the layers before it write again
+            continue
+        if not all((run.dir / name).exists() for name in made[layer]):
+            found.add(layer)  # doit makes a missing target again
             continue
         check = (
             JudgeCheck(layer, keys[layer], judged=str(run.dir / "judge.json"))
@@ -176,10 +191,23 @@ def _pending_layers(dep_file: str, run: Run) -> set[str]:
             else KeyCheck(layer, keys[layer])
         )
         task = run.run_id if layer == "report" else f"{run.run_id}:{layer}"  # the visible one
-        saved = saved_values(dep_file, task) or {}
+        saved = _saved(saved_values, dep_file, task)
         if not check(SimpleNamespace(value_savers=[]), saved):
             found.add(layer)
     return found
+
+
+def _saved(read: Callable[[str, str], dict[str, Any] | None], dep_file: str, task: str) -> Any:
+    """What doit saved for `task` ({}: nothing, or no dependency file yet); a damaged record
+    is an LlmttError saying how to be rid of it."""
+    if not Path(dep_file).exists():
+        return {}  # and none made by reading it
+    try:
+        return read(dep_file, task) or {}
+    except (ValueError, AttributeError, TypeError):
+        raise LlmttError(
+            f"{dep_file}: what doit saved for {task} is damaged; `doit forget {task}` clears it"
+        ) from None
 
 
 def _pending_cost(
@@ -201,12 +229,12 @@ def _pending_cost(
         parts.append("the agent")
     elif "evaluate" in layers:
         parts.append("its evaluation")
-        if run.scenario.spec.evaluation.evaluators:
-            cost = None
-            parts[-1] += " (its evaluators: not estimated)"
+    if "evaluate" in layers and run.scenario.spec.evaluation.evaluators:
+        cost = None
+        parts.append("its evaluators: not estimated")
     if "judge" in layers:
         if "agent" in layers:
-            # As on earlier runs, else at most what its longest question may cost.
+            # As on earlier runs like it, else at most what its longest question may cost.
             judge = _judge_from_history(run, history)
             if judge is None:
                 judge = judge_bound(project, run)
@@ -215,8 +243,13 @@ def _pending_cost(
                 parts.append("the judge, as before")
         else:
             dep_file = str(project.results_dir / DEP_FILE)
-            forgotten = saved_values(dep_file, f"{run.run_id}:judge") is None
-            judge = _judge_holds(project, run, forgotten, fresh="evaluate" in layers)
+            forgotten = not _saved(saved_values, dep_file, f"{run.run_id}:judge")
+            fresh = "evaluate" in layers
+            judge = _judge_holds(project, run, forgotten, fresh)
+            if fresh and judge is not None:
+                # Asked after an evaluation still to come, whose gates may say more.
+                bound = judge_bound(project, run)
+                judge = None if bound is None else max(judge, bound)
             parts.append("the judge, at most")
         cost = None if cost is None or judge is None else round(cost + judge, 6)
     if "triage" in layers:
@@ -226,18 +259,21 @@ def _pending_cost(
 
 
 def _judge_from_history(run: Run, history: list[dict[str, Any]]) -> float | None:
-    """What the judge cost on earlier runs of the same scenario with the same judge model, on
-    average (None: none recorded)."""
+    """What the judge cost on earlier runs of the same scenario, agent and model with the same
+    judge model, a sample on average, times the samples asked now (None: none recorded)."""
     assert run.judge is not None
-    paid = [
-        float(row["judge"]["cost_usd"])
-        for row in history
-        if row.get("scenario") == run.scenario.name
-        and isinstance(row.get("judge"), dict)
-        and row["judge"].get("model") == run.judge.model
-        and isinstance(row["judge"].get("cost_usd"), int | float)
-    ]
-    return round(sum(paid) / len(paid), 6) if paid else None
+    paid = []
+    for row in history:
+        judge = row.get("judge") if isinstance(row, dict) else None
+        if (
+            isinstance(judge, dict)
+            and (row.get("scenario"), row.get("agent"), row.get("model"))
+            == (run.scenario.name, run.agent, run.model)
+            and judge.get("model") == run.judge.model
+            and isinstance(judge.get("cost_usd"), int | float)
+        ):
+            paid.append(float(judge["cost_usd"]) / max(1, len(judge.get("samples") or [])))
+    return round(run.judge.samples * sum(paid) / len(paid), 6) if paid else None
 
 
 def _judge_holds(project: Project, run: Run, forgotten: bool, fresh: bool) -> float | None:

@@ -227,9 +227,10 @@ def judge_holds(
 
 
 # Of the judge's question besides the task, the rubric, the transcript and the guidance: its
-# headings and the notes of what was cut; and a line a gate, its message (`judge_bound`).
+# headings and the notes of what was cut; and a gate's line besides the gate itself (its
+# message: what it found, up to 200 characters of output, escaped) (`judge_bound`).
 HEADINGS_CHARS = 1_000
-GATE_LINE_CHARS = 400
+GATE_LINE_CHARS = 1_500
 
 
 def judge_bound(project: Project, run: Run) -> float | None:
@@ -245,9 +246,11 @@ def judge_bound(project: Project, run: Run) -> float | None:
         return None
     settings = project.config.judge
     rubric = project.rubrics[run.judge.rubric].model_dump_json()
-    gates = len(run.scenario.spec.evaluation.gates)
+    gates = [g.model_dump_json() for g in run.scenario.spec.evaluation.gates]
+    if run.target.health_check_gate:
+        gates.append(run.target.health_check or "")  # run as a last gate
     longest = len(run.scenario.spec.task.prompt) + len(rubric) + HEADINGS_CHARS
-    longest += GATE_LINE_CHARS * gates
+    longest += sum(len(gate) + GATE_LINE_CHARS for gate in gates)
     longest += settings.max_transcript_chars + settings.max_guidance_chars
     return round(run.judge.samples * hold_for_chars(model, longest), 6)
 

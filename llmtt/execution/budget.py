@@ -136,7 +136,8 @@ def expected_cost(run: Run, history: list[dict[str, Any]], models: Any) -> float
     earlier: list[float] = [
         r["cost_usd"]
         for r in history
-        if (r.get("scenario"), r.get("agent"), r.get("model"))
+        if isinstance(r, dict)
+        and (r.get("scenario"), r.get("agent"), r.get("model"))
         == (run.scenario.name, run.agent, run.model)
         and r.get("cost_usd") is not None
     ]

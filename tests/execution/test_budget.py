@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -266,6 +267,11 @@ def test_a_judge_refused_by_the_spent_budget_is_not_asked_the_reports_list_it_an
     lines = _estimate(project, capsys)
     assert lines[-1].startswith("2 pending of 2 runs"), lines
     assert all(line.endswith("(the judge, at most)") for line in lines[:2]), lines
+    assert all(float(line.split()[0].lstrip("$")) >= 0.02 for line in lines[:2]), lines
+    # Its folder deleted by hand, a run is carried out again, as doit finds its files missing.
+    shutil.rmtree(project.results() / "s/oracle/r1")
+    lines = _estimate(project, capsys)
+    assert "s/oracle/r1  (the agent, the judge, as before)" in lines[0], lines
     status = project.doit("list", "--status", "repeats=2", env=env).out
     assert "R s/oracle/r1" in status and "R s/oracle/r2" in status, status
 

@@ -507,22 +507,33 @@ def _row(run: Run) -> dict[str, Any]:
 
 
 def _lost_attempts(run: Run) -> dict[str, Any]:
-    """What the run's agent attempts that could not be carried out spent (a run stopped for
-    the budget while running, a provider that failed mid-run): paid, and in no result, so
-    counted apart (`attempts_cost_usd`, with `attempts_cost_lower_bound` when one of them has
-    no known cost); {} when none spent anything."""
+    """What the run's agent attempts under its current key that could not be carried out
+    spent (a run stopped for the budget while running, a provider that failed mid-run): paid,
+    and in no result, so counted apart (`attempts_cost_usd`, with `attempts_cost_lower_bound`
+    when one of them, or a damaged line of the record, has no known cost); {} when none spent
+    anything known."""
     try:
-        attempts = read_jsonl(run.dir / ATTEMPTS)
-    except (OSError, LlmttError):
+        text = (run.dir / ATTEMPTS).read_text(encoding="utf-8", errors="replace")
+    except OSError:
         return {}
-    lost = [a for a in attempts if isinstance(a, dict) and a.get("status") == "error"]
+    lost, damaged = [], False
+    for line in text.splitlines():
+        try:
+            attempt = json.loads(line) if line.strip() else None
+        except ValueError:
+            damaged = True  # a line cut short by a kill: what it paid is not known
+            continue
+        if isinstance(attempt, dict) and attempt.get("key") == run.agent_key:
+            if attempt.get("status") == "error":
+                lost.append(attempt)
     costs = [a.get("cost_usd") for a in lost if a.get("requests") or a.get("cost_usd")]
     known = [float(c) for c in costs if isinstance(c, int | float)]
-    if not costs:
+    if not known:
         return {}
     return {
         "attempts_cost_usd": round(sum(known), 6),
-        "attempts_cost_lower_bound": len(known) < len(costs)
+        "attempts_cost_lower_bound": damaged
+        or len(known) < len(costs)
         or any(bool(a.get("cost_lower_bound")) for a in lost),
     }
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmtt.plan.keys import TRIAGE_FILE
+from llmtt.plan.keys import ATTEMPTS, TRIAGE_FILE
 from llmtt.plan.runs import Run
 from llmtt.redaction import Redactor
 
@@ -196,6 +196,12 @@ def _stamp(run: Run) -> str | None:
     except OSError:
         return None
     stamp = f"{stat.st_mtime_ns}:{stat.st_size}:{stat.st_ino}:{run.scenario.spec.expect}"
+    try:  # what its lost attempts spent joins the row (a kill before the evaluation, a
+        # record removed by the user)
+        tried = os.stat(run.dir / ATTEMPTS)
+        stamp += f":attempts:{tried.st_mtime_ns}:{tried.st_size}"
+    except OSError:
+        pass
     if run.triage is not None:  # the triage layer's answer joins the row (and is written later)
         try:
             answer = os.stat(run.dir / TRIAGE_FILE)

@@ -114,10 +114,12 @@ class Pace:
         for index, (key, name) in enumerate(self.waiting):
             # Held while its unit's agents were still to come from doit, which then found
             # them all done (runs evaluated again): it goes now, as `hold_other` would let it.
-            why = None if self._unpaced(name) else self.blocked(name)
+            unpaced = self._unpaced(name)
+            why = None if unpaced else self.blocked(name)
             if why is None:
                 del self.waiting[index]
-                self.others[key] = name
+                if not unpaced:  # as `hold_other` lets one go: no place taken
+                    self.others[key] = name
                 return key
             room = room and why != "share"
         if not room:
@@ -202,8 +204,11 @@ class PacedDispatch:
             except LlmttError:  # damaged since doit loaded (which said so): found again
                 found = {}
             self.pace = Pace(self.num_process, found)  # type: ignore[attr-defined]
-            for task in self.tasks.values():  # type: ignore[attr-defined]
-                if (spec := _agent_of(task)) is not None:
+            # The agent layers doit may hand out: those of the tasks named (`doit run RUN`
+            # names a few) and of the tasks they depend on.
+            tasks = self.tasks  # type: ignore[attr-defined]
+            for name in _closure(tasks, task_dispatcher.selected_tasks):
+                if (spec := _agent_of(tasks[name])) is not None:
                     self.pace.unseen[unit_of(spec)] += 1
 
     def get_next_job(self, completed: Any) -> Any:
@@ -276,9 +281,9 @@ class PacedDispatch:
         secs, version, timed_out = _agent_time(Path(spec.dir), result)
         _, kind, level, _, under_way, *_ = self.pace.under_way[task.name]
         moved = self.pace.back(task.name, time.monotonic(), secs, version, timed_out=timed_out)
-        if TRACE in os.environ:
+        if trace := os.environ.get(TRACE):
             agent = self.pace.agent(unit_of(spec))
-            _trace(os.environ[TRACE], agent, task.name, level, under_way, secs, kind, timed_out)
+            _trace(trace, agent, task.name, level, under_way, secs, kind, timed_out)
         found = moved.found(cores()) if moved is not None else None
         if found is not None:
             try:
@@ -317,6 +322,18 @@ def _trace(
             handle.write(json.dumps(line) + "\n")
     except OSError as exc:
         sys.stderr.write(f"llmtt: warning: {TRACE}: {exc}\n")
+
+
+def _closure(tasks: Mapping[str, Any], selected: Iterable[str]) -> set[str]:
+    """The names of the `selected` tasks and of every task they depend on."""
+    seen: set[str] = set()
+    todo = [name for name in selected if name in tasks]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(d for d in tasks[name].task_dep if d in tasks and d not in seen)
+    return seen
 
 
 def _agent_of(task: Any) -> RunSpec | None:

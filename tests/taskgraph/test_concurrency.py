@@ -468,6 +468,8 @@ def test_doit_run_jobs_auto_paces_the_agents_and_a_larger_n_is_warned(project: P
     judged = [json.loads(line) for line in trace.read_text().splitlines()]
     assert sorted(j["run"] for j in judged) == sorted(f"slow/oracle/r{n}" for n in range(1, 18))
     assert [j["limit_then"] for j in judged[:8]] == [1] * 8, judged
+    # one at a time: each agent let out with no other layer of the unit under way
+    assert [j["under_way"] for j in judged[:8]] == [1] * 8, judged
     assert judged[0]["baseline"] == round(judged[0]["agent_secs"], 3) > 0.3, judged[0]
     assert judged[7]["limit"] == 2, judged  # the baseline's window done: the next limit
     # The baseline's runs one at a time (a window of 8 s of a short agent's runs, at most 8):
@@ -511,16 +513,32 @@ def test_runs_only_evaluated_again_under_jobs_auto_are_not_held_one_at_a_time(
     project.write("scenarios/s.yaml", scenario.replace("GATE", "true"))
     first = project.doit("run", "jobs=auto", "-n", "3", "repeats=4")
     assert first.code == 0, first.out + first.err
-    project.write("scenarios/s.yaml", scenario.replace("GATE", "sleep 0.8"))
+    project.write("scenarios/s.yaml", scenario.replace("GATE", "sleep 1.2"))
     again = project.doit("run", "jobs=auto", "-n", "3", "repeats=4")
     assert again.code == 0, again.out + again.err
     executed = again.executed()
     assert sum(t.endswith(":evaluate") for t in executed) == 4, executed
     assert not any(t.endswith(":agent") for t in executed), executed
-    # When each evaluation ended: one at a time, 0.8 s or more apart; let out together, the
+    # When each evaluation ended: one at a time, 1.2 s or more apart; let out together, the
     # first three end within a fraction of that.
-    ends = sorted((p / "gates.json").stat().st_mtime for p in project.results().glob("s/*/r*"))
-    assert len(ends) == 4 and ends[2] - ends[0] < 0.6, ends
+    assert _gates_ended(project, range(1, 5))[2] < 0.8
+    # Likewise when doit is named three of the runs: the fourth's agent is none to wait for.
+    project.write("scenarios/s.yaml", scenario.replace("GATE", "sleep 1.3"))
+    named = [f"s/oracle/r{n}" for n in (1, 2, 3)]
+    some = project.doit("run", "jobs=auto", "-n", "3", "repeats=4", *named)
+    assert some.code == 0, some.out + some.err
+    assert sorted(t for t in some.executed() if t.endswith(":evaluate")) == [
+        f"{n}:evaluate" for n in named
+    ]
+    assert _gates_ended(project, range(1, 4))[2] < 0.8
+
+
+def _gates_ended(project: Project, repeats: range) -> list[float]:
+    """When each of these runs' gates.json was written, from the first of them."""
+    ends = sorted(
+        (project.results() / f"s/oracle/r{n}/gates.json").stat().st_mtime for n in repeats
+    )
+    return [end - ends[0] for end in ends]
 
 
 def _agent_span(events: Path) -> tuple[float, float]:

@@ -26,7 +26,7 @@ from llmtt.errors import LlmttError
 from llmtt.events import EventWriter
 from llmtt.execution import isolation
 from llmtt.execution.asciicast import CAST_FILE, Recorder, recorded
-from llmtt.execution.budget import BUDGET_EXHAUSTED
+from llmtt.execution.budget import BUDGET_EXHAUSTED, events_cost
 from llmtt.execution.placement import (
     Placed,
     control_paths,
@@ -191,6 +191,10 @@ def _attempted(run: Run, record: dict[str, Any], pricing: Pricing) -> None:
     attempt cost, and how many in a row the provider failed."""
     records = read_wire(run.dir)
     seen = fold(records or [], pricing.price)
+    cost = seen.cost
+    if records is None:  # an agent outside the gateway: what its usage events said
+        events = run.dir / "events.jsonl"
+        cost = events_cost(events) if events.exists() else None
     attempt = {
         "key": run.agent_key,
         "started_at": record["started_at"],
@@ -198,7 +202,7 @@ def _attempted(run: Run, record: dict[str, Any], pricing: Pricing) -> None:
         "error": record["error"],
         "provider_failed": str(record["error"] or "").startswith(PROVIDER_FAILED),
         "requests": seen.sent if records is not None else None,
-        "cost_usd": seen.cost if records is not None else None,
+        "cost_usd": cost,
         "cost_lower_bound": bool(seen.unreported),
     }
     with open(run.dir / ATTEMPTS, "a", encoding="utf-8") as handle:

@@ -191,22 +191,33 @@ def _attempted(run: Run, record: dict[str, Any], pricing: Pricing) -> None:
     attempt cost, and how many in a row the provider failed."""
     records = read_wire(run.dir)
     seen = fold(records or [], pricing.price)
+    requests: int | None = seen.sent
     cost = seen.cost
     if records is None:  # an agent outside the gateway: what its usage events said
-        events = run.dir / "events.jsonl"
-        cost = events_cost(events) if events.exists() else None
+        requests, cost = _events_spend(run.dir / "events.jsonl")
     attempt = {
         "key": run.agent_key,
         "started_at": record["started_at"],
         "status": record["status"],
         "error": record["error"],
         "provider_failed": str(record["error"] or "").startswith(PROVIDER_FAILED),
-        "requests": seen.sent if records is not None else None,
+        "requests": requests,
         "cost_usd": cost,
         "cost_lower_bound": bool(seen.unreported),
     }
     with open(run.dir / ATTEMPTS, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(attempt, sort_keys=True) + "\n")
+
+
+def _events_spend(events: Path) -> tuple[int | None, float | None]:
+    """The usage events of an attempt's event log, and what they add up to (None: unknown,
+    as for a damaged log)."""
+    try:
+        lines = read_jsonl(events) if events.exists() else []
+        used = sum(1 for e in lines if isinstance(e, dict) and e.get("event") == "usage")
+        return used, events_cost(events) if used else 0.0
+    except (OSError, LlmttError, AttributeError, TypeError, ValueError):
+        return None, None
 
 
 def _run_agent(

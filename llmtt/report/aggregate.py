@@ -18,6 +18,7 @@ from llmtt.evaluation.paid_triage import spent
 from llmtt.execution.asciicast import CAST_FILE, read_cast
 from llmtt.plan.keys import ATTEMPTS, TRIAGE_FILE
 from llmtt.plan.runs import Plan, Run
+from llmtt.providers import SCRIPTED
 from llmtt.redaction import Redactor
 from llmtt.report.charts import history_chart
 from llmtt.report.failures import failure_rollup
@@ -512,6 +513,8 @@ def _lost_attempts(run: Run) -> dict[str, Any]:
     and in no result, so counted apart (`attempts_cost_usd`, with `attempts_cost_lower_bound`
     when one of them, or a damaged line of the record, has no known cost); {} when none spent
     anything known."""
+    if run.model in (None, SCRIPTED):
+        return {}  # no model, or the scripted one: nothing to pay
     try:
         text = (run.dir / ATTEMPTS).read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -526,9 +529,10 @@ def _lost_attempts(run: Run) -> dict[str, Any]:
         if isinstance(attempt, dict) and attempt.get("key") == run.agent_key:
             if attempt.get("status") == "error":
                 lost.append(attempt)
-    costs = [a.get("cost_usd") for a in lost if a.get("requests") or a.get("cost_usd")]
-    known = [float(c) for c in costs if isinstance(c, int | float)]
-    if not known:
+    # An attempt that made no request paid nothing; one whose requests are not known may have.
+    costs = [a.get("cost_usd") for a in lost if a.get("requests") != 0 or a.get("cost_usd")]
+    known = [float(c) for c in costs if isinstance(c, int | float) and not isinstance(c, bool)]
+    if not costs and not damaged:
         return {}
     return {
         "attempts_cost_usd": round(sum(known), 6),

@@ -232,8 +232,8 @@ class PacedDispatch:
                     return None  # nothing left at all: the worker may end
                 self.free_proc += 1  # type: ignore[attr-defined]
                 return JobHold()  # the worker waits for what a result lets out
-            if (agent := _agent_of(node.task)) is not None:
-                self.pace.unseen[unit_of(agent)] -= 1
+            if (agent := _agent_of(node.task)) is not None and self.pace.unseen[unit_of(agent)]:
+                self.pace.unseen[unit_of(agent)] -= 1  # (never below none: see `_closure`)
             if not self.select_task(node, self.tasks):  # type: ignore[attr-defined]
                 self.unsent.append(node)  # up to date (or failed its dependencies)
                 continue
@@ -325,14 +325,20 @@ def _trace(
 
 
 def _closure(tasks: Mapping[str, Any], selected: Iterable[str]) -> set[str]:
-    """The names of the `selected` tasks and of every task they depend on."""
+    """The names of the `selected` tasks and of every task they depend on (their task and
+    setup dependencies); every task when one of them is still to be loaded (a dodo file's
+    `create_after`), whose dependencies are not known yet."""
     seen: set[str] = set()
     todo = [name for name in selected if name in tasks]
     while todo:
         name = todo.pop()
         if name not in seen:
             seen.add(name)
-            todo.extend(d for d in tasks[name].task_dep if d in tasks and d not in seen)
+            task = tasks[name]
+            if task.loader:  # a DelayedLoader still to run (DelayedLoaded, once run, is False)
+                return set(tasks)
+            deps = [*task.task_dep, *task.setup_tasks, *getattr(task, "calc_dep", ())]
+            todo.extend(d for d in deps if d in tasks and d not in seen)
     return seen
 
 

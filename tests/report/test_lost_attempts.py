@@ -12,7 +12,7 @@ from llmtt.report.aggregate import _lost_attempts, _summary
 def _run(tmp_path: Path, *attempts: dict[str, object] | str) -> SimpleNamespace:
     lines = [a if isinstance(a, str) else json.dumps(a) for a in attempts]
     (tmp_path / "attempts.jsonl").write_text("".join(line + "\n" for line in lines))
-    return SimpleNamespace(dir=tmp_path, agent_key={"agent": "k"})
+    return SimpleNamespace(dir=tmp_path, agent_key={"agent": "k"}, model="priced")
 
 
 LOST = {"key": {"agent": "k"}, "status": "error", "requests": 2, "cost_usd": 0.025}
@@ -33,11 +33,20 @@ def test_only_lost_attempts_under_the_runs_key_count(tmp_path: Path) -> None:
 
 
 def test_an_unknown_cost_or_a_damaged_line_makes_the_figure_a_lower_bound(tmp_path: Path) -> None:
+    free = _run(tmp_path, {**LOST, "requests": None, "cost_usd": None})
+    free.model = None  # the oracle's attempts (before they counted their requests) paid nothing
+    assert _lost_attempts(free) == {}
     unpriced = {**LOST, "cost_usd": None}
     assert _lost_attempts(_run(tmp_path, LOST, unpriced))["attempts_cost_lower_bound"]
     cut = _lost_attempts(_run(tmp_path, LOST, '{"key": {"agent"'))
     assert cut == {"attempts_cost_usd": 0.025, "attempts_cost_lower_bound": True}
-    assert _lost_attempts(_run(tmp_path, unpriced)) == {}  # nothing known
+    # Paid, its cost unknown: nothing counted, but the total is said to be a lower bound.
+    unknown = _lost_attempts(_run(tmp_path, unpriced))
+    assert unknown == {"attempts_cost_usd": 0.0, "attempts_cost_lower_bound": True}
+    # An agent outside the gateway whose requests are not known may have paid too.
+    assert _lost_attempts(_run(tmp_path, {**unpriced, "requests": None}))[
+        "attempts_cost_lower_bound"
+    ]
     assert _summary([{"outcome": "error", "duration_secs": 0, "cost_usd": None, **cut}])[
         "cost_lower_bound"
     ]

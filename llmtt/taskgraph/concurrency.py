@@ -12,7 +12,8 @@ machine idle where a fast local one fills it. It is found by `Agent`:
 
 - every run is judged against a baseline of its own kind (its scenario, variant, model and the
   agent's settings: the agent key but the repeat): the median agent time of that kind's first
-  runs carried out alone (no other layer of the unit under way); a kind with none yet uses the
+  runs carried out alone (under a limit of one, no other layer of the unit under way: a run
+  let out first under a higher limit is soon joined by others); a kind with none yet uses the
   time remembered for it, else its own first runs at the lowest concurrency it was seen at
   (a kind first seen at a limit remembered from before is its own yardstick there: only a
   slowdown that comes later, or the throughput, moves the limit for its runs);
@@ -347,10 +348,13 @@ class Agent:
         if agent_secs is None:
             return False
         seen = self.first.setdefault(kind, [])
-        if under_way == 1 and len(self.alone) < MOST_WINDOW:
+        # Alone only under a limit of one: let out first under a higher limit, a run is soon
+        # joined by others (it ran with two at once, and read 1.3x as a baseline).
+        together = under_way if level == 1 else max(under_way, 2)
+        if together == 1 and len(self.alone) < MOST_WINDOW:
             self.alone.append(agent_secs)
-        if sum(1 for n, _ in seen if n == under_way) < self.window(1):
-            seen.append((under_way, agent_secs))
+        if sum(1 for n, _ in seen if n == together) < self.window(1):
+            seen.append((together, agent_secs))
         if level != self.limit:
             return False  # let out under an earlier limit: it says nothing of this one
         baseline = self.baseline(kind)

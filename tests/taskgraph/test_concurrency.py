@@ -322,6 +322,22 @@ def test_each_run_is_judged_against_its_own_kind_and_model(tmp_path: Path):
     assert pace.agent("codex/slow").limit == 1 and not pace.agent("codex/slow").settled
 
 
+def test_a_run_let_out_first_under_a_remembered_limit_is_no_baseline():
+    # The second jobs=auto of a 0.6 s agent settled at 2 let its first run out alone, soon
+    # joined by another: it read 0.82 s, and as the kind's baseline it hid a limit of 3 at
+    # 1.5x behind a ratio of 1.1x (bench/README.md, session 22). The remembered baseline holds.
+    found = Found(
+        agent="cli", cores=2, version=None, concurrency=2, settled=True,
+        baselines={"k": 0.6}, runs_per_min=None, at="2026-11-27T00:00:00+00:00",
+    )  # fmt: skip
+    agent = Agent.starting("cli", 8, found, None)
+    agent.back(2, "k", 0.82, 0.9, 1)
+    assert agent.baseline("k") == 0.6 and agent.alone == []
+    fresh = Agent("cli", 8)  # under a limit of one, a run let out alone is one
+    fresh.back(1, "k", 0.7, 0.8, 1)
+    assert fresh.baseline("k") == 0.7 and fresh.alone == [0.7]
+
+
 def test_a_remembered_limit_may_rise_again():
     # A limit remembered at 1 (a busy machine then) is no ceiling: one above it is tried.
     found = Found(

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DOIT, GIT_TOML, FakeProvider, Project, chat_answer
+from conftest import DOIT, GIT_TOML, TOOL_TOML, FakeProvider, Project, chat_answer
 
 from llmtt.errors import LlmttError
 from llmtt.execution.budget import BudgetExhausted, Ledger, budget_limit
@@ -283,6 +283,27 @@ def _estimate(project: Project, capsys: pytest.CaptureFixture[str]) -> list[str]
     capsys.readouterr()
     assert main(["estimate", str(project.root), "--repeats", "2"]) == 0
     return capsys.readouterr().out.splitlines()
+
+
+def test_estimate_says_a_damaged_dependency_record_and_how_to_clear_it(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    from llmtt.commands.main import main
+
+    project.write("llmtt.toml", TOOL_TOML)
+    project.write("scenarios/s.yaml", "task: {prompt: Nothing.}\nsolution: ['true']\n")
+    assert project.doit("run").code == 0
+    capsys.readouterr()
+    assert main(["estimate", str(project.root)]) == 0
+    assert capsys.readouterr().out.startswith("0 pending of 1 runs")
+    with sqlite3.connect(project.results() / ".doit.sqlite3") as db:
+        db.execute("UPDATE doit SET task_data = 'not json' WHERE task_id = 's/oracle/r1:agent'")
+    assert main(["estimate", str(project.root)]) != 0
+    said = capsys.readouterr()
+    assert "damaged; `doit forget s/oracle/r1:agent` clears it" in said.err, said
+    assert "Traceback" not in said.out + said.err
 
 
 def test_a_runs_running_spend_never_goes_down(tmp_path: Path) -> None:

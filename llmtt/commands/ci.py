@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -162,7 +161,6 @@ def _pending_layers(dep_file: str, run: Run) -> set[str]:
 
     from llmtt.plan.cache import RunSpec
     from llmtt.plan.keys import TRIAGE_FILE
-    from llmtt.taskgraph.depfile import saved_values
     from llmtt.taskgraph.tasks import AGENT_OUTPUTS, EVALUATE_OUTPUTS
     from llmtt.taskgraph.uptodate import JudgeCheck, KeyCheck
 
@@ -191,19 +189,21 @@ def _pending_layers(dep_file: str, run: Run) -> set[str]:
             else KeyCheck(layer, keys[layer])
         )
         task = run.run_id if layer == "report" else f"{run.run_id}:{layer}"  # the visible one
-        saved = _saved(saved_values, dep_file, task)
+        saved = _saved(dep_file, task)
         if not check(SimpleNamespace(value_savers=[]), saved):
             found.add(layer)
     return found
 
 
-def _saved(read: Callable[[str, str], dict[str, Any] | None], dep_file: str, task: str) -> Any:
+def _saved(dep_file: str, task: str) -> dict[str, Any]:
     """What doit saved for `task` ({}: nothing, or no dependency file yet); a damaged record
     is an LlmttError saying how to be rid of it."""
+    from llmtt.taskgraph.depfile import saved_values
+
     if not Path(dep_file).exists():
         return {}  # and none made by reading it
     try:
-        return read(dep_file, task) or {}
+        return saved_values(dep_file, task) or {}
     except (ValueError, AttributeError, TypeError):
         raise LlmttError(
             f"{dep_file}: what doit saved for {task} is damaged; `doit forget {task}` clears it"
@@ -217,7 +217,6 @@ def _pending_cost(
     are, as a line of `llmtt estimate` says them."""
     from llmtt.evaluation.judge_layer import judge_bound
     from llmtt.execution.budget import expected_cost
-    from llmtt.taskgraph.depfile import saved_values
     from llmtt.taskgraph.session import DEP_FILE
 
     parts: list[str] = []
@@ -243,7 +242,7 @@ def _pending_cost(
                 parts.append("the judge, as before")
         else:
             dep_file = str(project.results_dir / DEP_FILE)
-            forgotten = not _saved(saved_values, dep_file, f"{run.run_id}:judge")
+            forgotten = not _saved(dep_file, f"{run.run_id}:judge")
             fresh = "evaluate" in layers
             judge = _judge_holds(project, run, forgotten, fresh)
             if fresh and judge is not None:

@@ -139,7 +139,7 @@ def estimate(args: argparse.Namespace) -> int:
     for run in plan.runs:
         layers = _pending_layers(dep_file, run)
         if layers:
-            pending.append((run, *_pending_cost(project, run, layers, history)))
+            pending.append((run, *_pending_cost(project, run, layers, history, dep_file)))
     known = [c for _, c, _ in pending if c is not None]
     for run, cost, what in pending:
         shown = "unknown" if cost is None else f"${cost:.4f}"
@@ -211,13 +211,12 @@ def _saved(dep_file: str, task: str) -> dict[str, Any]:
 
 
 def _pending_cost(
-    project: Project, run: Run, layers: set[str], history: list[dict[str, Any]]
+    project: Project, run: Run, layers: set[str], history: list[dict[str, Any]], dep_file: str
 ) -> tuple[float | None, str]:
     """What the pending `layers` of `run` are expected to cost (None: unknown), and what they
     are, as a line of `llmtt estimate` says them."""
     from llmtt.evaluation.judge_layer import judge_bound
     from llmtt.execution.budget import expected_cost
-    from llmtt.taskgraph.session import DEP_FILE
 
     parts: list[str] = []
     cost: float | None = 0.0
@@ -241,7 +240,6 @@ def _pending_cost(
             else:
                 parts.append("the judge, as before")
         else:
-            dep_file = str(project.results_dir / DEP_FILE)
             forgotten = not _saved(dep_file, f"{run.run_id}:judge")
             fresh = "evaluate" in layers
             judge = _judge_holds(project, run, forgotten, fresh)

@@ -26,7 +26,7 @@ from llmtt.errors import LlmttError
 from llmtt.events import EventWriter
 from llmtt.execution import isolation
 from llmtt.execution.asciicast import CAST_FILE, Recorder, recorded
-from llmtt.execution.budget import BUDGET_EXHAUSTED, events_cost
+from llmtt.execution.budget import BUDGET_EXHAUSTED, usage_cost
 from llmtt.execution.placement import (
     Placed,
     control_paths,
@@ -215,7 +215,7 @@ def _events_spend(events: Path) -> tuple[int | None, float | None]:
     try:
         lines = read_jsonl(events) if events.exists() else []
         used = sum(1 for e in lines if isinstance(e, dict) and e.get("event") == "usage")
-        return used, events_cost(events) if used else 0.0
+        return used, usage_cost(lines) if used else 0.0
     except (OSError, LlmttError, AttributeError, TypeError, ValueError):
         return None, None
 

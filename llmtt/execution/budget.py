@@ -16,7 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,12 +171,17 @@ def spent_by(run_dir: Path, pricing: Pricing) -> float | None:
 def events_cost(path: Path) -> float | None:
     """What a run's usage events add up to (an agent's totals replacing the per-request
     figures before them, side requests included); None when any needed cost is unknown."""
+    return usage_cost(read_jsonl(path))
+
+
+def usage_cost(events: Iterable[dict[str, Any]]) -> float | None:
+    """`events_cost` of events already read."""
     from pydantic import ValidationError
 
     from llmtt.events import Usage, run_usage
 
     usages = []
-    for event in read_jsonl(path):
+    for event in events:
         if event.get("event") == "usage":
             try:
                 usages.append(Usage.model_validate(event))

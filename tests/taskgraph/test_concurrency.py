@@ -152,19 +152,15 @@ def test_a_short_noisy_agent_is_judged_on_enough_runs(knee: float, best: int, mo
     assert short_agent(knee, range(1, 41)).count(best) < 36
 
 
+def settled(agent: str, limit: int, **more: Any) -> Found:
+    """What an earlier jobs=auto remembered: `agent` settled at `limit` on two cores."""
+    fields = {"cores": 2, "version": None, "settled": True, "runs_per_min": None, "at": "2026"}
+    return Found(agent=agent, concurrency=limit, **{**fields, **more})
+
+
 def settled_at_2() -> Agent:
     """A unit as a later jobs=auto starts it: settled at 2, a 1 s agent (windows of 8)."""
-    found = Found(
-        agent="cli",
-        cores=2,
-        version=None,
-        concurrency=2,
-        settled=True,
-        runs_per_min=None,
-        baselines={"k": 1.0},
-        at="2026",
-    )
-    return Agent.starting("cli", 8, found, None)
+    return Agent.starting("cli", 8, settled("cli", 2, baselines={"k": 1.0}), None)
 
 
 @pytest.mark.parametrize("watch, first_down", [(2, 24), (1, 16)])
@@ -324,15 +320,12 @@ def test_each_run_is_judged_against_its_own_kind_and_model(tmp_path: Path):
 
 def test_a_run_let_out_first_under_a_remembered_limit_is_no_baseline():
     # The second jobs=auto of a 0.6 s agent settled at 2 let its first run out alone, soon
-    # joined by another: it read 0.82 s, and as the kind's baseline it hid a limit of 3 at
-    # 1.5x behind a ratio of 1.1x (bench/README.md, session 22). The remembered baseline holds.
-    found = Found(
-        agent="cli", cores=2, version=None, concurrency=2, settled=True,
-        baselines={"k": 0.6}, runs_per_min=None, at="2026-11-27T00:00:00+00:00",
-    )  # fmt: skip
-    agent = Agent.starting("cli", 8, found, None)
-    agent.back(2, "k", 0.82, 0.9, 1)
-    assert agent.baseline("k") == 0.6 and agent.alone == []
+    # joined by another: it read 1.3x its baseline, and as the kind's baseline it hid a limit
+    # of 3 at 1.5x behind a ratio of 1.1x (bench/README.md, session 22). The remembered
+    # baseline holds.
+    agent = settled_at_2()
+    agent.back(2, "k", 1.35, 1.5, 1)
+    assert agent.baseline("k") == 1.0 and agent.alone == []
     fresh = Agent("cli", 8)  # under a limit of one, a run let out alone is one
     fresh.back(1, "k", 0.7, 0.8, 1)
     assert fresh.baseline("k") == 0.7 and fresh.alone == [0.7]
@@ -617,15 +610,7 @@ def test_the_paced_dispatch_outlives_a_dead_worker(tmp_path: Path) -> None:
 
 
 def test_the_workers_started_follow_what_was_found(monkeypatch) -> None:
-    found = Found(
-        agent="codex",
-        cores=2,
-        version=None,
-        concurrency=3,
-        settled=True,
-        runs_per_min=None,
-        at="2026-11-27T03:00:00+00:00",
-    )
+    found = settled("codex", 3, at="2026-11-27T03:00:00+00:00")
     most = min(16, 4 * cores())
     codex = {"codex": None}
     assert workers(100, {}, codex) == most  # nothing found: for the most it may reach

@@ -3,6 +3,7 @@ SIGTERM, an invocation killed with its processes still running. Each counts what
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from conftest import DoitResult, Project
+
+from llmtt.scripted.server import ScriptedServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import faults  # noqa: E402
@@ -145,6 +148,49 @@ def test_a_killed_worker_leaves_its_run_not_carried_out_and_the_others_finish(
     assert "| a-killed/oracle/r1 | error |" in report and cause in report, report
     status = project.doit("list", "--status").out
     assert "R a-killed/oracle/r1" in status and "U b-kept/oracle/r1" in status, status
+
+
+def test_a_killed_workers_paid_attempt_is_counted_in_the_reports(project: Project) -> None:
+    """A paid run whose worker is killed after the model's first answer: that answer was paid
+    for and is in no result. attempts.jsonl keeps the attempt as lost, with what the gateway
+    recorded of it, and the reports count it in the run's row and in the total, as a lower
+    bound (a request under way when a worker dies is not known)."""
+    with ScriptedServer(["sleep 31.5", "echo done"]) as provider:
+        project.write(
+            "llmtt.toml",
+            '[target]\nbinary = "echo"\n\n[isolation]\nmode = "none"\n'
+            f'\n[models.priced]\nlitellm = "openai/priced"\napi_base = "{provider.url}/v1"\n'
+            'api_key_env = "PRICED_KEY"\ninput_usd_per_mtok = 10.0\noutput_usd_per_mtok = 100.0\n',
+        )
+        project.write("scenarios/s.yaml", "task: {prompt: Wait.}\n")
+        env = {**faults._env(), "LLMTT_ENABLED": "1", "PRICED_KEY": "k"}
+        doit = faults.Doit(project.root, "run", "-n", "2", "agent=litellm", "model=priced", env=env)
+        try:
+            _until(lambda: bool(_commands(project, "sleep 31.5")), 60)
+            os.kill(_worker(_commands(project, "sleep 31.5")[0], doit.proc.pid), signal.SIGKILL)
+            code, out = doit.wait(30)
+        finally:
+            doit.proc.kill()  # when it hangs
+    assert code == 1, out
+    run = project.results() / "s/litellm-priced/r1"
+    lines = [json.loads(line) for line in (run / "attempts.jsonl").read_text().splitlines()]
+    assert len(lines) == 1 and lines[0]["lost"] and lines[0]["status"] == "error", lines
+    assert lines[0]["requests"] == 1 and lines[0]["cost_usd"] > 0, lines
+    report = json.loads((project.results() / "report.json").read_text())
+    (row,) = report["runs"]
+    assert row["outcome"] == "error" and "killed by signal 9" in row["outcome_reason"], row
+    assert row["attempts_cost_usd"] == pytest.approx(lines[0]["cost_usd"])
+    assert row["attempts_cost_lower_bound"] is True
+    assert report["summary"]["cost_usd"] == pytest.approx(lines[0]["cost_usd"])
+    assert report["summary"]["cost_lower_bound"] is True
+    # The run's panel (report.html's, loaded on demand) says so.
+    panels = "".join(p.read_text() for p in (project.results() / "report-runs").glob("*.js"))
+    assert "at least" in panels and "spent by attempts that could not be carried out" in panels
+    # The next `doit run` carries it out again; the lost attempt is no provider failure.
+    assert (
+        "R s/litellm-priced/r1"
+        in project.doit("list", "--status", "agent=litellm", "model=priced").out
+    )
 
 
 def test_a_killed_forker_is_one_line_saying_to_run_doit_again(project: Project) -> None:

@@ -174,6 +174,8 @@ def attempts_given_up(run: Run, attempts: int) -> str | None:
         return None  # a damaged record of attempts stops nothing
     streak = []
     for attempt in reversed(earlier):
+        if attempt.get("lost") and attempt.get("key") == run.agent_key:
+            continue  # lost with its worker or node: says nothing of the provider
         if attempt.get("key") != run.agent_key or not attempt.get("provider_failed"):
             break
         streak.append(attempt)
@@ -205,6 +207,47 @@ def _attempted(run: Run, record: dict[str, Any], pricing: Pricing) -> None:
         "cost_usd": cost,
         "cost_lower_bound": bool(seen.unreported),
     }
+    with open(run.dir / ATTEMPTS, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(attempt, sort_keys=True) + "\n")
+
+
+def record_lost(project: Project, run: Run, why: str, *, here: bool = True) -> None:
+    """Add to the run's attempts.jsonl an attempt that was under way when what carried it out
+    was lost (its worker process died; the Ray cluster lost it), as the reports count it: paid
+    and in no result. What it spent is what its gateway record or event log show, at least,
+    when its agent was under way `here` (its partial event log is in the run's folder: read
+    before the next attempt clears it); a request under way when it was lost, or whatever a
+    node never sent back, is not known. `lost` leaves it out of the provider's failures in a
+    row (`attempts_given_up`)."""
+    agent = make_agent(project.config, project.root, run.agent)
+    pricing = pricing_of(run.model, project.config.models, free=agent.free)
+    requests: int | None = None
+    cost: float | None = None
+    free = pricing.source is not None and pricing.model is None
+    if free:
+        cost = 0.0  # a model that costs nothing
+    elif here and (run.dir / PARTS[0]).exists():
+        try:
+            records = read_wire(run.dir)
+        except LlmttError:
+            records = None
+        if records is not None:
+            seen = fold(records, pricing.price)
+            requests, cost = seen.sent, seen.cost
+        else:
+            requests, cost = _events_spend(run.dir / PARTS[0])
+    attempt = {
+        "key": run.agent_key,
+        "started_at": None,
+        "status": "error",
+        "error": why,
+        "provider_failed": False,
+        "lost": True,
+        "requests": requests,
+        "cost_usd": cost,
+        "cost_lower_bound": not free,
+    }
+    run.dir.mkdir(parents=True, exist_ok=True)
     with open(run.dir / ATTEMPTS, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(attempt, sort_keys=True) + "\n")
 

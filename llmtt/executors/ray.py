@@ -339,7 +339,7 @@ def agent_layer(
     into run.json (`lost_attempts`), and the layer is sent once more only under a new hold.
     """
     from llmtt.agents.pricing import pricing_of
-    from llmtt.execution.agent_layer import attempts_given_up, execute_run
+    from llmtt.execution.agent_layer import attempts_given_up, execute_run, record_lost
     from llmtt.execution.budget import spent_by
     from llmtt.executors.remote import land
     from llmtt.plan.keys import ATTEMPTS
@@ -353,6 +353,7 @@ def agent_layer(
     def again(why: str) -> bool:
         nonlocal held
         lost.append({"error": why, "held_usd": held})
+        record_lost(project, run, f"lost by the Ray cluster ({why})", here=False)
         if ledger is not None and held is not None:
             ledger.settle(key, None, held)
             held = None
@@ -366,9 +367,7 @@ def agent_layer(
             raise _Refused from None
         return True
 
-    # The run's record of attempts is the controller's: a node starts from an empty folder.
     given_up = attempts_given_up(run, project.config.run.provider_attempts)
-    earlier = (run.dir / ATTEMPTS).read_bytes() if (run.dir / ATTEMPTS).exists() else b""
     try:
         try:
             if given_up is not None:
@@ -383,6 +382,10 @@ def agent_layer(
             record = execute_run(project, run, refusal=str(exc))
             result = None
         if result is not None:
+            # The run's record of attempts is the controller's (the attempts the cluster lost
+            # included): a node starts from an empty folder, and sends back its own line.
+            path = run.dir / ATTEMPTS
+            earlier = path.read_bytes() if path.exists() else b""
             land(result["files"], run.dir, first=["run.json"], last="run.json")
             landed = True
             record = result["value"]

@@ -529,8 +529,13 @@ def _lost_attempts(run: Run) -> dict[str, Any]:
         if isinstance(attempt, dict) and attempt.get("key") == run.agent_key:
             if attempt.get("status") == "error":
                 lost.append(attempt)
-    # An attempt that made no request paid nothing; one whose requests are not known may have.
-    costs = [a.get("cost_usd") for a in lost if a.get("requests") != 0 or a.get("cost_usd")]
+    # An attempt that made no request paid nothing; one whose requests are not known may have,
+    # as may one lost with its worker or node (its record may lack what it spent last).
+    costs = [
+        a.get("cost_usd")
+        for a in lost
+        if a.get("requests") != 0 or a.get("cost_usd") or a.get("lost")
+    ]
     known = [float(c) for c in costs if isinstance(c, int | float) and not isinstance(c, bool)]
     if not costs and not damaged:
         return {}

@@ -126,12 +126,14 @@ def agent_lost(session: Session, spec: RunSpec, cause: str) -> dict[str, Any]:
     """An agent layer whose worker process died (`llmtt.taskgraph.runner`), in doit's main
     process: the run recorded as not carried out, saying why (the reports show it, the next
     `doit run` carries it out again); what it held of the session budget counts as spent, what
-    it cost being unknown. The layer's values, as `agent_action` returns them."""
-    from llmtt.execution.agent_layer import execute_run
+    it cost being unknown; the attempt goes into attempts.jsonl with what its records show it
+    spent, so that the reports count it. The layer's values, as `agent_action` returns them."""
+    from llmtt.execution.agent_layer import execute_run, record_lost
 
     project, run = session.run(spec)
     if session.ledger is not None:
         session.ledger.settle(f"{run.run_id}:agent", None, 0.0)
+    record_lost(project, run, cause)
     record = execute_run(project, run, refusal=cause)
     return {"status": "error", "error": record["error"]}
 

@@ -365,6 +365,14 @@ def test_a_node_lost_mid_run_loses_no_finished_run(cluster: RayCluster, tmp_path
     retried = [rid for rid, attempts in lost.items() if attempts]
     assert retried, (lost, out, err)  # the killed node had at least one run under way
     assert all(len(a) == 1 and "Error" in a[0]["error"] for a in lost.values() if a), lost
+    # Each lost attempt is in the run's record of attempts, before the node's own line, so
+    # that a paid run's reports count it (the oracle's cost nothing: its rows count none).
+    for rid in retried:
+        lines = (project.results() / rid / "attempts.jsonl").read_text().splitlines()
+        attempts = [json.loads(line) for line in lines]
+        assert [a.get("lost", False) for a in attempts] == [True, False], attempts
+        assert "lost by the Ray cluster" in attempts[0]["error"], attempts
+    assert not any("attempts_cost_usd" in r for r in report["runs"]), report["runs"]
     assert "sent once more" in out
     # What had finished before the kill is as it was: not carried out again.
     for rid, before in finished_before.items():

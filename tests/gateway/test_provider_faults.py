@@ -186,7 +186,10 @@ def test_a_run_the_provider_failed_too_often_is_not_tried_again(tmp_path: Path) 
     run = project.results() / "s/oracle/r1"
     (attempt,) = _attempts(project, "s/oracle/r1")
     failed = {**attempt, "provider_failed": True, "error": "the model provider failed: 429"}
-    (run / "attempts.jsonl").write_text("".join(json.dumps(a) + "\n" for a in (failed, failed)))
+    # An attempt lost with its worker in between says nothing of the provider: still two.
+    lost = {**attempt, "status": "error", "lost": True, "error": "the worker ... was killed"}
+    attempts = (failed, lost, failed)
+    (run / "attempts.jsonl").write_text("".join(json.dumps(a) + "\n" for a in attempts))
     assert project.doit("forget", *args).code == 0  # the agent layer pending again
     (run / "workspace" / "out.txt").unlink()
     refused = project.doit("run", *args)
@@ -194,7 +197,7 @@ def test_a_run_the_provider_failed_too_often_is_not_tried_again(tmp_path: Path) 
     assert "not tried again: the model provider failed the last 2 attempts" in refused.out
     assert f"remove {run / 'attempts.jsonl'} to try again" in refused.out
     assert not (run / "workspace" / "out.txt").exists()  # no agent ran
-    assert len(_attempts(project, "s/oracle/r1")) == 2  # a refusal is no attempt
+    assert len(_attempts(project, "s/oracle/r1")) == 3  # a refusal is no attempt
     project.write("scenarios/s.yaml", "task: {prompt: Write it.}\nsolution: ['echo a > out.txt']\n")
     again = project.doit("run", *args)
     assert again.code == 0, again.out  # a new key: a new count

@@ -50,3 +50,19 @@ def test_an_unknown_cost_or_a_damaged_line_makes_the_figure_a_lower_bound(tmp_pa
     assert _summary([{"outcome": "error", "duration_secs": 0, "cost_usd": None, **cut}])[
         "cost_lower_bound"
     ]
+
+
+def test_an_attempt_lost_with_its_worker_is_a_lower_bound_whatever_it_shows(
+    tmp_path: Path,
+) -> None:
+    # Its gateway record showed no request, but one may have been under way when it was lost.
+    nothing_seen = {**LOST, "lost": True, "requests": 0, "cost_usd": 0.0, "cost_lower_bound": True}
+    assert _lost_attempts(_run(tmp_path, nothing_seen)) == {
+        "attempts_cost_usd": 0.0,
+        "attempts_cost_lower_bound": True,
+    }
+    seen = {**LOST, "lost": True, "cost_lower_bound": True}
+    assert _lost_attempts(_run(tmp_path, seen, LOST)) == {
+        "attempts_cost_usd": 0.05,
+        "attempts_cost_lower_bound": True,
+    }

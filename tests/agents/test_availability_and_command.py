@@ -167,6 +167,11 @@ def test_cost_limit_stops_an_agent_as_its_requests_cost_it(
     assert project.json("s/spender-priced/r1/run.json")["stop_reason"] == (
         "cost limit reached: spent $0.0600 of $0.05"
     )
+    # Outside the gateway, the attempt's requests and cost are its usage events', as the
+    # ledger books them (what a report counts if the attempt is lost).
+    lines = (project.results() / "s/spender-priced/r1/attempts.jsonl").read_text().splitlines()
+    (attempt,) = [json.loads(line) for line in lines]
+    assert attempt["requests"] == 3 and attempt["cost_usd"] == pytest.approx(0.06), attempt
 
 
 def test_a_log_that_says_a_line_was_not_read_makes_the_run_warn(

@@ -410,7 +410,7 @@ def test_the_guidance_shown_to_the_judge_is_redacted_and_cut_saying_so() -> None
 
 
 def test_a_judge_that_keeps_failing_gives_up_and_never_hides_the_agents_fail(
-    project: Project, provider: tuple[str, type[FakeProvider]]
+    project: Project, provider: tuple[str, type[FakeProvider]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """[judge] attempts = 2, when = "always", a judge that answers garbage: s (gate passed) is
     an error, asked again once, then the judge gives up (nothing asked, `doit run` exits 0 and
@@ -449,7 +449,12 @@ def test_a_judge_that_keeps_failing_gives_up_and_never_hides_the_agents_fail(
     assert "llmtt: the judge gave up on 1 run(s)" in third.out
     assert project.json("report.json")["summary"]["errors"] == 1
     assert project.doit("run", env=ENABLED).executed() == []
+    assert _estimate(project, capsys)[-1].startswith("0 pending of 2 runs")  # it gave up
     assert project.doit("forget", "s/oracle/r1:judge").code == 0
+    # Forgotten, its failed attempts no longer count: `llmtt estimate` prices the judge again.
+    (line, total) = _estimate(project, capsys)
+    assert line.endswith("s/oracle/r1  (the judge, at most)"), line
+    assert float(line.split()[0].lstrip("$")) > 0 and total.startswith("1 pending of 2 runs")
     handler.queue = [(200, chat_answer(good()))]
     again = project.doit("run", env=ENABLED)
     assert again.code == 0 and len(handler.hits) == 7, again.out + again.err
@@ -502,3 +507,12 @@ def test_every_paid_attempt_is_carried_to_the_next_question_and_branch() -> None
         {"attempts": 2, "cost_usd": 0.5, "error": "judge error: y", "question": None}
     ]
     assert _carried({"format": 2, "skipped": "run could not be carried out"}) == {}
+
+
+def _estimate(project: Project, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """`llmtt estimate`'s lines."""
+    from llmtt.commands.main import main
+
+    capsys.readouterr()
+    assert main(["estimate", str(project.root)]) == 0
+    return capsys.readouterr().out.splitlines()

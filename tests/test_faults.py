@@ -167,6 +167,9 @@ def test_a_killed_workers_paid_attempt_is_counted_in_the_reports(project: Projec
         doit = faults.Doit(project.root, "run", "-n", "2", "agent=litellm", "model=priced", env=env)
         try:
             _until(lambda: bool(_commands(project, "sleep 31.5")), 60)
+            # Once the gateway has recorded the answer (it does so once the answer is sent).
+            wire = project.results() / "s/litellm-priced/r1/wire.jsonl"
+            _until(lambda: wire.exists() and wire.read_text().endswith("\n"), 10)
             os.kill(_worker(_commands(project, "sleep 31.5")[0], doit.proc.pid), signal.SIGKILL)
             code, out = doit.wait(30)
         finally:
@@ -186,7 +189,7 @@ def test_a_killed_workers_paid_attempt_is_counted_in_the_reports(project: Projec
     # The run's panel (report.html's, loaded on demand) says so.
     panels = "".join(p.read_text() for p in (project.results() / "report-runs").glob("*.js"))
     assert "at least" in panels and "spent by attempts that could not be carried out" in panels
-    # The next `doit run` carries it out again; the lost attempt is no provider failure.
+    # The next `doit run` carries it out again.
     assert (
         "R s/litellm-priced/r1"
         in project.doit("list", "--status", "agent=litellm", "model=priced").out

@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -44,7 +45,7 @@ from llmtt.plan.runs import Run
 from llmtt.process.sandbox.bwrap import Confinement, Sandbox, View, mounted
 from llmtt.process.shell import ShellResult, run_shell
 from llmtt.providers import endpoint_of
-from llmtt.redaction import Redactor
+from llmtt.redaction import Redactor, console
 from llmtt.scripted.server import ScriptedServer
 from llmtt.spec.config import CONTROL_VARIANT, ModelSpec, NetworkPolicy, control_removes
 from llmtt.spec.project import Project
@@ -214,42 +215,76 @@ def _attempted(run: Run, record: dict[str, Any], pricing: Pricing) -> None:
 def record_lost(project: Project, run: Run, why: str, *, here: bool = True) -> None:
     """Add to the run's attempts.jsonl an attempt that was under way when what carried it out
     was lost (its worker process died; the Ray cluster lost it), as the reports count it: paid
-    and in no result. What it spent is what its gateway record or event log show, at least,
-    when its agent was under way `here` (its partial event log is in the run's folder: read
-    before the next attempt clears it); a request under way when it was lost, or whatever a
-    node never sent back, is not known. `lost` leaves it out of the provider's failures in a
-    row (`attempts_given_up`)."""
-    agent = make_agent(project.config, project.root, run.agent)
-    pricing = pricing_of(run.model, project.config.models, free=agent.free)
-    requests: int | None = None
-    cost: float | None = None
-    free = pricing.source is not None and pricing.model is None
-    if free:
-        cost = 0.0  # a model that costs nothing
-    elif here and (run.dir / PARTS[0]).exists():
+    and in no result. `lost` leaves it out of the provider's failures in a row
+    (`attempts_given_up`). Never raises: a record that cannot be written is said, and the run
+    is recorded as not carried out all the same."""
+    try:
+        agent = make_agent(project.config, project.root, run.agent)
+        pricing = pricing_of(run.model, project.config.models, free=agent.free)
+        requests, cost, unsure = _lost_spend(run, pricing, here)
+        attempt = {
+            "key": run.agent_key,
+            "started_at": None,
+            "status": "error",
+            "error": why,
+            "provider_failed": False,
+            "lost": True,
+            "requests": requests,
+            "cost_usd": cost,
+            "cost_lower_bound": unsure,
+        }
+        run.dir.mkdir(parents=True, exist_ok=True)
+        with open(run.dir / ATTEMPTS, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(attempt, sort_keys=True) + "\n")
+    except Exception as exc:  # noqa: BLE001 - the run's record of not being carried out comes first
+        said = f"llmtt: {run.run_id}: warning: the lost attempt is not in {ATTEMPTS}: {exc}\n"
+        sys.stderr.write(console(said))
+
+
+def _lost_spend(run: Run, pricing: Pricing, here: bool) -> tuple[int | None, float | None, bool]:
+    """What a lost attempt spent, as far as its run folder tells (requests, cost, whether that
+    is a lower bound). Each attempt clears the folder's run.json and agent records as it
+    starts and writes run.json last, after its own line of attempts.jsonl: with run.json there,
+    the lost attempt never started, or had recorded itself. Otherwise the gateway's record,
+    else the usage events, are this attempt's, a line cut by the kill left out; a request under
+    way when it was lost is not known. A Ray node's records never come back (`here` False)."""
+    if pricing.source is not None and pricing.model is None:
+        return None, 0.0, False  # a model that costs nothing
+    if not here:
+        return None, None, True
+    if (run.dir / "run.json").exists():
+        return 0, 0.0, False
+    try:
+        wire = _whole_lines(run.dir / WIRE_FILE)
+        if wire is not None:
+            seen = fold(wire, pricing.price)
+            return seen.sent, seen.cost, True
+        for name in (PARTS[0], "events.jsonl"):
+            events = _whole_lines(run.dir / name)
+            if events is not None:
+                used = sum(1 for e in events if e.get("event") == "usage")
+                return used, (usage_cost(events) if used else 0.0), True
+    except (OSError, LlmttError, AttributeError, TypeError, ValueError):
+        return None, None, True  # a record that does not read: what it spent is not known
+    return 0, 0.0, False  # its agent never started: no request was made
+
+
+def _whole_lines(path: Path) -> list[dict[str, Any]] | None:
+    """The JSON objects of a record a kill may have cut: lines that do not read are left out;
+    None when there is no such file."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    found = []
+    for line in text.splitlines():
         try:
-            records = read_wire(run.dir)
-        except LlmttError:
-            records = None
-        if records is not None:
-            seen = fold(records, pricing.price)
-            requests, cost = seen.sent, seen.cost
-        else:
-            requests, cost = _events_spend(run.dir / PARTS[0])
-    attempt = {
-        "key": run.agent_key,
-        "started_at": None,
-        "status": "error",
-        "error": why,
-        "provider_failed": False,
-        "lost": True,
-        "requests": requests,
-        "cost_usd": cost,
-        "cost_lower_bound": not free,
-    }
-    run.dir.mkdir(parents=True, exist_ok=True)
-    with open(run.dir / ATTEMPTS, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(attempt, sort_keys=True) + "\n")
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found
 
 
 def _events_spend(events: Path) -> tuple[int | None, float | None]:

@@ -353,10 +353,10 @@ def agent_layer(
     def again(why: str) -> bool:
         nonlocal held
         lost.append({"error": why, "held_usd": held})
-        record_lost(project, run, f"lost by the Ray cluster ({why})", here=False)
         if ledger is not None and held is not None:
             ledger.settle(key, None, held)
             held = None
+        record_lost(project, run, f"lost by the Ray cluster ({why})", here=False)
         if len(lost) > 1:
             raise _LostTwice(f"the Ray cluster lost the agent layer twice ({why})")
         print(f"llmtt: {run.run_id}: lost by the Ray cluster ({why}); sent once more")
@@ -386,12 +386,10 @@ def agent_layer(
             # included): a node starts from an empty folder, and sends back its own line.
             path = run.dir / ATTEMPTS
             earlier = path.read_bytes() if path.exists() else b""
-            land(result["files"], run.dir, first=["run.json"], last="run.json")
+            after = {ATTEMPTS: earlier}
+            land(result["files"], run.dir, first=["run.json"], last="run.json", after=after)
             landed = True
             record = result["value"]
-            # The node's line for this attempt, after the controller's earlier ones.
-            this = (run.dir / ATTEMPTS).read_bytes() if (run.dir / ATTEMPTS).exists() else b""
-            (run.dir / ATTEMPTS).write_bytes(earlier + this)
     finally:
         if ledger is not None and held is not None:
             # Nothing landed: what the attempt spent is unknown, its hold counts as spent

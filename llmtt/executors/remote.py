@@ -24,7 +24,7 @@ import stat
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -229,18 +229,30 @@ def _tar_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
     return member
 
 
-def land(archive: bytes, run_dir: Path, first: list[str], last: str) -> list[str]:
+def land(
+    archive: bytes,
+    run_dir: Path,
+    first: list[str],
+    last: str,
+    after: Mapping[str, bytes] | None = None,
+) -> list[str]:
     """Put what a node sent back into the run folder; return the names landed.
 
     Everything is unpacked beside the run folder first. Then the `first` names are removed
     (the files that mark the layer done, so that a kill from here on leaves the layer pending),
-    every other returned entry replaces its namesake, and `last` lands last.
+    every other returned entry replaces its namesake, and `last` lands last. A file named in
+    `after` lands as what it holds there followed by what the node sent (the controller's
+    record of attempts, then the node's line): whole, in one rename, whatever kills it.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     staging = run_dir.parent / f".{run_dir.name}.landing-{secrets.token_hex(4)}"
     staging.mkdir()
     try:
         unpack(archive, staging)
+        for name, earlier in (after or {}).items():
+            sent = staging / name
+            if sent.is_file() and not sent.is_symlink():
+                sent.write_bytes(earlier + sent.read_bytes())
         names = sorted(os.listdir(staging))
         for name in first:
             _remove(run_dir / name)

@@ -6,6 +6,9 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+from llmtt.agents.pricing import Pricing
+from llmtt.execution.agent_layer import _lost_spend
+from llmtt.providers import resolve_model
 from llmtt.report.aggregate import _lost_attempts, _summary
 
 
@@ -66,3 +69,25 @@ def test_an_attempt_lost_with_its_worker_is_a_lower_bound_whatever_it_shows(
         "attempts_cost_usd": 0.05,
         "attempts_cost_lower_bound": True,
     }
+
+
+PRICED = Pricing("llmtt", resolve_model("openai/gpt-4o", {}))
+
+
+def test_what_a_lost_attempt_spent_is_read_from_this_attempts_records_alone(
+    tmp_path: Path,
+) -> None:
+    run = SimpleNamespace(dir=tmp_path)
+    # Its agent never started: nothing was asked.
+    assert _lost_spend(run, PRICED, here=True) == (0, 0.0, False)  # type: ignore[arg-type]
+    # The gateway's record, a line cut by the kill left out: at least what it shows.
+    (tmp_path / "wire.jsonl").write_text('{"status": 200}\n{"status": 2')
+    assert _lost_spend(run, PRICED, here=True) == (1, 0.0, True)  # type: ignore[arg-type]
+    # run.json is written last, after the attempt's own line: it never started, or it had
+    # recorded itself (the records beside it are that attempt's, counted already).
+    (tmp_path / "run.json").write_text("{}")
+    assert _lost_spend(run, PRICED, here=True) == (0, 0.0, False)  # type: ignore[arg-type]
+    # A Ray node's records never come back; a free model costs nothing.
+    assert _lost_spend(run, PRICED, here=False) == (None, None, True)  # type: ignore[arg-type]
+    free = Pricing("user")
+    assert _lost_spend(run, free, here=False) == (None, 0.0, False)  # type: ignore[arg-type]

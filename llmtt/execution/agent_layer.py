@@ -77,7 +77,9 @@ def execute_run(
     a `refusal` (the budget was spent before it started) records the run as not carried out.
     """
     run.dir.mkdir(parents=True, exist_ok=True)
-    for name in (*AGENT_ARTIFACTS, *PARTS):
+    # run.json last: while it is there, the records beside it are an earlier attempt's, which
+    # a lost attempt must not be charged with (`_lost_spend`).
+    for name in (*AGENT_ARTIFACTS[1:], *PARTS, AGENT_ARTIFACTS[0]):
         (run.dir / name).unlink(missing_ok=True)
     started_at, started = _now(), time.monotonic()
     record: dict[str, Any] = {
@@ -247,7 +249,10 @@ def _lost_spend(run: Run, pricing: Pricing, here: bool) -> tuple[int | None, flo
     starts and writes run.json last, after its own line of attempts.jsonl: with run.json there,
     the lost attempt never started, or had recorded itself. Otherwise the gateway's record,
     else the usage events, are this attempt's, a line cut by the kill left out; a request under
-    way when it was lost is not known. A Ray node's records never come back (`here` False)."""
+    way when it was lost is not known. A Ray node's records never come back (`here` False).
+    Two windows of a few milliseconds are not told apart: a worker killed between its attempt's
+    line and run.json has that attempt counted twice (at least); one killed after run.json,
+    while its layer's success is saved, has it in no report (its line says completed)."""
     if pricing.source is not None and pricing.model is None:
         return None, 0.0, False  # a model that costs nothing
     if not here:
@@ -264,8 +269,8 @@ def _lost_spend(run: Run, pricing: Pricing, here: bool) -> tuple[int | None, flo
             if events is not None:
                 used = sum(1 for e in events if e.get("event") == "usage")
                 return used, (usage_cost(events) if used else 0.0), True
-    except (OSError, LlmttError, AttributeError, TypeError, ValueError):
-        return None, None, True  # a record that does not read: what it spent is not known
+    except Exception:  # noqa: BLE001 - a record that does not read: what it spent is not known
+        return None, None, True
     return 0, 0.0, False  # its agent never started: no request was made
 
 

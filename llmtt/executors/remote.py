@@ -253,19 +253,27 @@ def land(
             sent = staging / name
             if sent.is_file() and not sent.is_symlink():
                 sent.write_bytes(earlier + sent.read_bytes())
+            elif os.path.lexists(sent):  # not a file: the controller's record stays
+                _remove(sent)
         names = sorted(os.listdir(staging))
         for name in first:
             _remove(run_dir / name)
         for name in [n for n in names if n != last] + ([last] if last in names else []):
-            _remove(run_dir / name)
-            os.replace(staging / name, run_dir / name)
+            staged, there = staging / name, run_dir / name
+            if _is_dir(there) or (_is_dir(staged) and os.path.lexists(there)):
+                _remove(there)  # else a file replaces its namesake in one rename, whole
+            os.replace(staged, there)
         return names
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def _is_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
 def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
+    if _is_dir(path):
         shutil.rmtree(path)
     else:
         path.unlink(missing_ok=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -180,6 +181,37 @@ def test_a_landing_cut_short_leaves_the_layer_pending(
     ]
     assert (run_dir / "run.json").read_text() == '{"new": 1}'
     assert (run_dir / "workspace" / "a.txt").read_text() == "new"
+
+
+def test_the_controllers_record_of_attempts_lands_whole_with_the_nodes_line_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = tmp_path / "results" / "run"
+    _tree(run_dir, {"attempts.jsonl": "lost\n", "run.json": "{}"})
+    after = {"attempts.jsonl": b"lost\n"}
+    node = tmp_path / "node"
+    _tree(node, {"attempts.jsonl": "node\n", "run.json": "{}"})
+    real = os.replace
+
+    def failing(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> None:
+        if Path(b).name == "attempts.jsonl":
+            raise OSError(28, "No space left on device")
+        real(a, b)
+
+    # Cut short where the record lands: the controller's lines are all still there.
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(OSError):
+        land(pack_dir(node), run_dir, first=["run.json"], last="run.json", after=after)
+    assert (run_dir / "attempts.jsonl").read_text() == "lost\n"
+    monkeypatch.setattr(os, "replace", real)
+    land(pack_dir(node), run_dir, first=["run.json"], last="run.json", after=after)
+    assert (run_dir / "attempts.jsonl").read_text() == "lost\nnode\n"
+    # A node that sent no record, or a folder in its place, leaves the controller's as it is.
+    for sent in ({"run.json": "{}"}, {"run.json": "{}", "attempts.jsonl/x": ""}):
+        shutil.rmtree(node)
+        _tree(node, sent)
+        land(pack_dir(node), run_dir, first=["run.json"], last="run.json", after=after)
+        assert (run_dir / "attempts.jsonl").read_text() == "lost\nnode\n"
 
 
 def test_a_node_unpacks_a_project_once_and_forgets_old_ones(

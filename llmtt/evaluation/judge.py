@@ -19,6 +19,7 @@ from llmtt.errors import LlmttError
 from llmtt.providers import ProviderStop, ResolvedModel, answer_text, complete, missing_key
 from llmtt.redaction import Redactor
 from llmtt.spec.rubric import Rubric
+from llmtt.util.text import most_tokens
 
 JUDGE_FORMAT = 2
 # The longest answer asked for; the budget holds two (the answer and one repair).
@@ -194,13 +195,17 @@ def ask(
 def hold_for(model: ResolvedModel, prompt: str) -> float:
     """What one sample holds of the budget before it is asked: its prompt asked twice (a
     malformed answer is asked to be repaired) with the longest answers it may give."""
-    return hold_for_chars(model, len(prompt))
+    return _hold(model, most_tokens(prompt))
 
 
 def hold_for_chars(model: ResolvedModel, chars: int) -> float:
-    """`hold_for` a prompt of `chars` characters."""
-    # Three characters a token is generous for prose and JSON; the rest is the answers.
-    tokens = 2 * (chars // 3 + 500) + MAX_ANSWER_TOKENS
+    """`hold_for` a prompt of `chars` ASCII characters, as `llmtt estimate` bounds a question
+    not yet written (`most_tokens`)."""
+    return _hold(model, chars * 2 // 3)
+
+
+def _hold(model: ResolvedModel, prompt_tokens: int) -> float:
+    tokens = 2 * (prompt_tokens + 500) + MAX_ANSWER_TOKENS
     return model.cost(tokens, 2 * MAX_ANSWER_TOKENS) or 0.0
 
 

@@ -18,6 +18,7 @@ from llmtt.redaction import Redactor
 from llmtt.spec.project import Project
 from llmtt.util.atomic import read_json, read_jsonl, write_json
 from llmtt.util.hashing import hash_value
+from llmtt.util.text import most_tokens
 
 TRIAGE_FORMAT = 2  # 2: `answers`, by inputs, and each one's `earlier_attempts`
 MAX_ANSWER_TOKENS = 200
@@ -172,6 +173,6 @@ def ask(model: ResolvedModel, prompt: str) -> dict[str, Any]:
 
 
 def cost_hold(model: ResolvedModel, prompt: str) -> float:
-    """What one triage call holds of the budget: its prompt (three characters a token is
-    generous) and the longest answer it may give."""
-    return model.cost(len(prompt) // 3 + len(SYSTEM) // 3 + 100, MAX_ANSWER_TOKENS) or 0.0
+    """What one triage call holds of the budget: its prompt (`most_tokens`) and the longest
+    answer it may give."""
+    return model.cost(most_tokens(prompt) + most_tokens(SYSTEM) + 100, MAX_ANSWER_TOKENS) or 0.0

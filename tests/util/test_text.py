@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from llmtt.util.text import printable
+from llmtt.util.text import most_tokens, printable
 
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred\x1b[0m \x00nul \x9bcsi \x1b]8;;http://x\x1b\\link"
 
@@ -32,3 +34,32 @@ def test_printable_keeps_tab_newline_and_any_printable_character(text: str, show
 def test_printable_leaves_a_text_without_controls_as_it_is() -> None:
     text = "plain " * 1000
     assert printable(text) is text
+
+
+TEXTS = {
+    "prose": "The agent read the README, ran the tests and fixed the failing one. " * 20,
+    "code": 'def f(x):\n    return {"a": [1, 2, 3], "b": x}\n' * 20,
+    "json": json.dumps([{"id": i, "ok": i % 2 == 0, "tags": ["x", "y"]} for i in range(40)]),
+    "punctuation": "{[(<>)]};:,.!?" * 30,
+    "shell": "$ git status --short && ls -la | grep -v '^d' ; echo $?\n" * 20,
+    "cjk": "日本語のテキストを書きます。評価は正しいです。" * 10,
+    "cyrillic": "Привет, как дела? Это тест агента. " * 10,
+    "emoji": "🙂🚀🎉✅❌" * 20,
+    "rare": "𝕏𝔸𝔹ℂﷺ" * 20,
+}
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-3.5-turbo", "claude-3-5-sonnet-20240620"])
+def test_most_tokens_is_never_below_a_real_tokenizers_count(model: str) -> None:
+    """What a judge, triage or paid evaluator request holds of the budget starts from
+    `most_tokens` of its prompt: it must not count fewer tokens than the model does, whatever
+    the language or the punctuation (litellm's own tokenizers, as it ships them)."""
+    from llmtt.providers import import_litellm
+
+    litellm = import_litellm("this test")
+    for name, text in TEXTS.items():
+        counted = litellm.token_counter(model=model, text=text)
+        assert most_tokens(text) >= counted, (name, most_tokens(text), counted)
+    # Prose is not held at many times what it costs.
+    prose = TEXTS["prose"]
+    assert most_tokens(prose) <= 3.5 * litellm.token_counter(model=model, text=prose)

@@ -28,6 +28,7 @@ from llmtt.evaluation.evaluators.base import (
 from llmtt.evaluation.evaluators.lexical import field_value
 from llmtt.providers import ProviderStop, answer_text, complete
 from llmtt.spec.evaluation import Criterion
+from llmtt.util.text import most_tokens
 
 SYSTEM = "You are an expert evaluator. Respond in JSON format using the provided schema."
 TEMPLATE = """\
@@ -84,7 +85,7 @@ class LlmJudgeEvaluator(OneCriterionEvaluator[LlmJudgeConfig]):
         total = 0.0
         for criterion in self.owned(criteria, [config.criterion]):
             prompt = fill(config.prompt_template, input, criterion)
-            tokens = 2 * ((len(prompt) + len(config.system_prompt)) // 3 + 200)
+            tokens = 2 * (most_tokens(prompt) + most_tokens(config.system_prompt) + 200)
             total += self.model.cost(tokens + MAX_ANSWER_TOKENS, 2 * MAX_ANSWER_TOKENS) or 0.0
         return total
 

@@ -24,6 +24,7 @@ from llmtt.evaluation.evaluators.base import (
 from llmtt.evaluation.evaluators.lexical import TextField, field_text, no_text
 from llmtt.providers import import_litellm
 from llmtt.spec.evaluation import Criterion
+from llmtt.util.text import most_tokens
 
 
 class NlpAccuracyConfig(ModelEvaluatorConfig):
@@ -49,11 +50,11 @@ class NlpAccuracyEvaluator(OneCriterionEvaluator[NlpAccuracyConfig]):
     calls_model = True
 
     def cost_hold(self, input: EvaluationInput, criteria: Sequence[Criterion]) -> float:
-        """Both texts' tokens at the model's input price (two characters a token: generous)."""
+        """Both texts' tokens (`most_tokens`) at the model's input price."""
         assert self.model is not None
         config = self.settings
         texts = [field_text(input, config.source) or "", field_text(input, config.reference) or ""]
-        tokens = sum(len(t) // 2 + 10 for t in texts)
+        tokens = sum(most_tokens(t) + 10 for t in texts)
         count = len(self.owned(criteria, [config.criterion]))
         return count * (self.model.cost(tokens, 0) or 0.0)
 

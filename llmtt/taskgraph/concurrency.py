@@ -34,8 +34,9 @@ machine idle where a fast local one fills it. It is found by `Agent`:
   `MOST` over its last `POOL` windows; settled, a window whose median passes `MOST` takes the
   limit down one when the last `WATCH` windows together pass it too, and a window
   within `WITHIN` back up one, no higher than one above where it settled (a slow spell,
-  another program on the machine, passes); a limit that passed `MOST` twice is not gone back
-  to.
+  another program on the machine, passes); a limit that passed `MOST` twice is gone back to
+  only after `RECOVER` windows within `WITHIN` one below it, twice as many each time it
+  passes again.
 
 Units are paced apart and share the machine: a layer takes 1/limit of it, so two run together
 fill it no further than either would alone (an opencode at limit 2 and a codex at limit 4 run
@@ -80,6 +81,7 @@ SPAN = 8.0  # and a window holds at least this much agent time run alone: a shor
 # noisier (a scheduler's hiccup is a larger part of it) and cheaper to repeat
 POOL = 4  # windows: a limit's standing, to settle or remember it
 WATCH = 2  # windows: settled, a step down needs these past MOST as well as the last
+RECOVER = 3  # windows: settled, within below a limit that went past MOST twice, to try it again
 MOST_WINDOW = 8  # but no more runs than this for the span (a higher limit: as many as it)
 PER_CORE = 4  # the most agents at once jobs=auto may reach: this many per core
 MOST_WORKERS = 16  # and no more workers than this (~45 MB each) unless -n N says more
@@ -267,6 +269,7 @@ class Agent:
     home: int = 0  # settled: the limit it settled at (above it, a probe)
     tripped: int | None = None  # the lowest limit found past the point, while rising
     strikes: dict[int, int] = field(default_factory=dict)  # settled: steps down from a limit
+    barred: dict[int, int] = field(default_factory=dict)  # settled: windows before it is tried
     version: str | None = None
     guesses: dict[str, float] = field(default_factory=dict)  # by kind: remembered baselines
     runs_per_min: float | None = None  # remembered at `remembered`, for a first comparison
@@ -421,14 +424,24 @@ class Agent:
 
     def _watch(self, level: int, slower: float) -> bool:
         """Settled: one down past MOST, and back up once within again, to no more than the
-        ceiling; a limit that went past MOST twice is not gone back to."""
+        ceiling; a limit that went past MOST twice is gone back to only after RECOVER windows
+        within at the limit below it, twice as many each time it goes past again (a slow
+        spell that passed no longer holds a long invocation below its best)."""
         if slower > MOST and level > 1:
             self.strikes[level] = self.strikes.get(level, 0) + 1
             if self.strikes[level] > 1:
                 self.ceiling = min(self.ceiling, level - 1)
+                self.barred[level] = RECOVER * 2 ** (self.strikes[level] - 2)
             return self._move(level - 1)
-        if slower <= WITHIN and level < self.ceiling:
-            return self._move(level + 1)
+        if slower <= WITHIN:
+            above = level + 1
+            if above in self.barred:
+                self.barred[above] -= 1
+                if self.barred[above] <= 0:
+                    del self.barred[above]
+                    self.ceiling = max(self.ceiling, above)
+            if level < self.ceiling:
+                return self._move(above)
         return self._stay()
 
     def _up(self, level: int) -> bool:

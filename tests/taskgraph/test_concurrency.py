@@ -175,6 +175,42 @@ def test_a_settled_limit_is_left_on_two_windows_past_the_bound(monkeypatch, watc
     assert moved[0] == first_down and agent.limit == 1
 
 
+def drive(agent: Agent, ratio: Any, runs: int) -> list[int]:
+    """Feed `agent` `runs` runs, each let out at its limit then with as many under way, and
+    reading `ratio(limit, run)` times its baseline: the limits they were let out under."""
+    limits = []
+    for n in range(runs):
+        level = agent.limit
+        limits.append(level)
+        r = ratio(level, n)
+        agent.back(level, "k", r, r, level, agents=level)
+    return limits
+
+
+def test_a_limit_left_twice_for_a_slow_spell_is_tried_again_once_it_passed() -> None:
+    # Settled at 2 (windows of 8): for 80 runs another program slows 2 at once to 1.4x, and
+    # 2 is left twice; the spell passes, and after RECOVER windows within at 1, 2 is tried
+    # again and kept. Before, a limit left twice was never gone back to in the invocation.
+    agent = settled_at_2()
+    limits = drive(agent, lambda level, n: 1.4 if level == 2 and n < 80 else 1.0, 240)
+    assert limits[:80].count(1) > 40  # the spell: mostly one at a time
+    assert limits[-60:] == [2] * 60  # back at 2, and kept there
+    assert 2 not in agent.barred
+
+
+def test_a_limit_that_keeps_passing_the_bound_is_tried_ever_less_often() -> None:
+    # 2 at once always reads 1.4x: each try costs one window, and the wait before the next
+    # doubles (3, 6, 12 windows of 8 at 1): over 400 runs the median stays at 1x, and most
+    # runs go out one at a time.
+    agent = settled_at_2()
+    limits = drive(agent, lambda level, n: 1.4 if level == 2 else 1.0, 400)
+    ratios = [1.4 if level == 2 else 1.0 for level in limits]
+    assert statistics.median(ratios) == 1.0
+    assert limits.count(2) <= 0.15 * len(limits), limits.count(2)
+    # Tried five times in 50 windows (at a fixed wait of three windows: a dozen times).
+    assert 3 <= agent.strikes[2] <= 6, agent.strikes
+
+
 def test_one_above_a_settled_limit_is_left_on_half_a_window() -> None:
     # Settled at 2, a probe at 3 is left as soon as half its window (4 of 8) is past 1.2x.
     agent = settled_at_2()

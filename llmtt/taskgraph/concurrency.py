@@ -266,6 +266,7 @@ class Agent:
     settled: bool = False
     capped: bool = False  # settled only because the cap stopped the rise
     ceiling: int = 0  # settled: the most a window within WITHIN may take it back up to
+    top: int = 0  # settled: the ceiling before any limit was barred
     home: int = 0  # settled: the limit it settled at (above it, a probe)
     tripped: int | None = None  # the lowest limit found past the point, while rising
     strikes: dict[int, int] = field(default_factory=dict)  # settled: steps down from a limit
@@ -294,6 +295,7 @@ class Agent:
             limit=limit,
             settled=found.settled,
             ceiling=min(found.concurrency + 1, cap) if found.settled else 0,
+            top=min(found.concurrency + 1, cap) if found.settled else 0,
             home=limit if found.settled else 0,
             version=found.version,
             guesses=dict(found.baselines),
@@ -430,8 +432,8 @@ class Agent:
         if slower > MOST and level > 1:
             self.strikes[level] = self.strikes.get(level, 0) + 1
             if self.strikes[level] > 1:
-                self.ceiling = min(self.ceiling, level - 1)
                 self.barred[level] = RECOVER * 2 ** (self.strikes[level] - 2)
+                self._bar()
             return self._move(level - 1)
         if slower <= WITHIN:
             above = level + 1
@@ -439,10 +441,14 @@ class Agent:
                 self.barred[above] -= 1
                 if self.barred[above] <= 0:
                     del self.barred[above]
-                    self.ceiling = max(self.ceiling, above)
+                    self._bar()
             if level < self.ceiling:
                 return self._move(above)
         return self._stay()
+
+    def _bar(self) -> None:
+        """The ceiling: where it was set, below every limit barred."""
+        self.ceiling = min([self.top, *(level - 1 for level in self.barred)])
 
     def _up(self, level: int) -> bool:
         """Within and faster at `level`: a step up (x2 to 2, then x1.5: past the point, a
@@ -490,7 +496,7 @@ class Agent:
 
     def _settle(self, limit: int) -> bool:
         self.settled, self.ceiling = True, max(1, limit)
-        self.home = self.ceiling
+        self.home = self.top = self.ceiling
         return self._move(limit)
 
     def _stay(self) -> bool:

@@ -227,9 +227,10 @@ def _pending_cost(
         parts.append("the agent")
     elif "evaluate" in layers:
         parts.append("its evaluation")
-    if "evaluate" in layers and run.scenario.spec.evaluation.evaluators:
+    paid = _paid_evaluators(project, run) if "evaluate" in layers else []
+    if paid:
         cost = None
-        parts.append("its evaluators: not estimated")
+        parts.append(f"its evaluators {', '.join(paid)}: not estimated")
     if "judge" in layers:
         if "agent" in layers:
             # As on earlier runs like it, else at most what its longest question may cost.
@@ -253,6 +254,30 @@ def _pending_cost(
         cost = None
         parts.append("its triage: not estimated")
     return cost, ", ".join(parts)
+
+
+def _paid_evaluators(project: Project, run: Run) -> list[str]:
+    """The run's evaluators that may spend money: those that call a model not declared free
+    (its price unknown, or above nothing), or that cannot be told (an evaluator not found)."""
+    from llmtt import registry
+    from llmtt.providers import resolve_model
+    from llmtt.spec.config import default_judge_model
+
+    paid = []
+    for spec in run.scenario.spec.evaluation.evaluators:
+        try:
+            cls = registry.evaluator(spec.type, project.config.evaluators, project.root)
+            if not cls.calls_model:
+                continue
+            name = spec.config.get("model") or default_judge_model(project.config)
+            free = isinstance(name, str) and (
+                resolve_model(name, project.config.models).cost(1, 1) == 0
+            )
+        except (LlmttError, ImportError, AttributeError, TypeError, ValueError):
+            free = False
+        if not free:
+            paid.append(spec.type)
+    return list(dict.fromkeys(paid))
 
 
 def _judge_from_history(run: Run, history: list[dict[str, Any]]) -> float | None:

@@ -209,3 +209,27 @@ def test_evaluating_again_reuses_a_paid_answer_to_the_same_question(
     project.doit("run", env=env)
     assert len(handler.hits) == 2
     assert project.json("s/oracle/r1/metrics.json")["evaluators"]["reused"] == []
+
+
+def test_estimate_says_which_evaluators_may_spend_and_counts_the_free_ones_as_nothing(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from llmtt.commands.main import main
+
+    _judged(project, "http://127.0.0.1:9/v1")  # never asked: only estimated
+    project.write(
+        "scenarios/free.yaml",
+        JUDGED.replace("llm_judge", "keyword_coverage").replace(
+            "config: {criterion: helpful, model: grader}",
+            "config: {criterion: helpful, keywords: [git]}",
+        ),
+    )
+    capsys.readouterr()
+    assert main(["estimate", str(project.root)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    by_run = {line.split()[1]: line for line in lines[:-1]}
+    # The oracle's agent is free; llm_judge asks the priced grader, keyword_coverage no model.
+    assert by_run["s/oracle/r1"].endswith("(the agent, its evaluators llm_judge: not estimated)")
+    assert by_run["free/oracle/r1"].endswith("(the agent)"), by_run
+    assert by_run["free/oracle/r1"].split()[0] == "$0.0000", by_run
+    assert by_run["s/oracle/r1"].split()[0] == "unknown", by_run

@@ -251,9 +251,23 @@ def _pending_cost(
             parts.append("the judge, at most")
         cost = None if cost is None or judge is None else round(cost + judge, 6)
     if "triage" in layers:
-        cost = None
-        parts.append("its triage: not estimated")
+        triage = _triage_cost(project, run, layers)
+        cost = None if cost is None or triage is None else round(cost + triage, 6)
+        parts.append("its triage, at most")
     return cost, ", ".join(parts)
+
+
+def _triage_cost(project: Project, run: Run, layers: set[str]) -> float | None:
+    """What the triage may cost about `run` (None: unknown): asked only if the run fails, about
+    the outcome its pending layers settle, else about the one its files hold now."""
+    from llmtt.evaluation.paid_triage import triage_bound, triage_holds
+
+    try:
+        if layers & {"agent", "evaluate", "judge"}:
+            return triage_bound(project, run)
+        return triage_holds(project, run)
+    except (OSError, KeyError, TypeError, AttributeError, ValueError, LlmttError):
+        return None
 
 
 def _paid_evaluators(project: Project, run: Run) -> list[str]:

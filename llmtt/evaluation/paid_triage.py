@@ -86,6 +86,54 @@ def triage_run(
     return _written(path, record, answers, redact)
 
 
+def triage_holds(project: Project, run: Run) -> float | None:
+    """What the next `triage_run` of an evaluated run may cost, taking its path up to the
+    asking: nothing when the run did not fail or these very inputs were answered (or given up
+    on) before, else what its question holds of the budget. None: the model has no price."""
+    from llmtt.providers import resolve_model
+
+    assert run.triage is not None and project.config.triage.model is not None
+    result = read_json(run.dir / "result.json")
+    rule = result.get("triage")
+    if result.get("outcome") != "fail" or not rule:
+        return 0.0
+    events = read_jsonl(run.dir / "events.jsonl") if (run.dir / "events.jsonl").exists() else []
+    prompt = build_prompt(
+        run.scenario.spec.task.prompt,
+        rule,
+        events,
+        project.config.triage.max_events_chars,
+        project.redactor(),
+    )
+    known = kept_answers(run.dir / TRIAGE_FILE).get(
+        hash_value({"key": run.triage, "prompt": prompt})
+    )
+    if known is not None and (known.get("line") or known.get("gave_up")):
+        return 0.0
+    model = resolve_model(project.config.triage.model, project.config.models)
+    return None if model.cost(1, 1) is None else round(cost_hold(model, prompt), 6)
+
+
+# Of the question besides the task and the events: its headings, what the rules found (a line
+# of a command and its exit), and the note of what was cut (`triage_bound`).
+QUESTION_CHARS = 1_500
+
+
+def triage_bound(project: Project, run: Run) -> float | None:
+    """What the triage may cost about a run not yet evaluated: its longest question (the task,
+    the rules' line, the events at `[triage] max_events_chars`), asked if the run fails. None:
+    the model has no price."""
+    from llmtt.providers import resolve_model
+
+    assert project.config.triage.model is not None
+    model = resolve_model(project.config.triage.model, project.config.models)
+    if model.cost(1, 1) is None:
+        return None
+    chars = len(run.scenario.spec.task.prompt) + project.config.triage.max_events_chars
+    tokens = (chars + QUESTION_CHARS) * 2 // 3 + most_tokens(SYSTEM) + 100
+    return round(model.cost(tokens, MAX_ANSWER_TOKENS) or 0.0, 6)
+
+
 def kept_answers(path: Path) -> dict[str, dict[str, Any]]:
     """The answers (and failed attempts) triage.json keeps, by the hash of their inputs."""
     if not path.exists():

@@ -6,6 +6,7 @@ LLMTT_ENABLED=1 or the budget for it, none on a second `doit run` or for the sam
 
 from __future__ import annotations
 
+import pytest
 from conftest import GIT_TOML, FakeProvider, Project, chat_answer
 
 SECRET = "sekret-value-4217-xyzzy"
@@ -97,7 +98,7 @@ def test_rule_based_triage_names_the_first_failure_and_rolls_up(project: Project
 
 
 def test_paid_triage_asks_once_per_failed_run_and_only_when_switched_on(
-    project: Project, provider: tuple[str, type[FakeProvider]]
+    project: Project, provider: tuple[str, type[FakeProvider]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, handler = provider
     handler.queue = [(200, chat_answer("The agent tagged before any commit existed."))]
@@ -126,6 +127,10 @@ def test_paid_triage_asks_once_per_failed_run_and_only_when_switched_on(
 
     triage = '\n[triage]\nenabled = true\nmodel = "triage-m"\n'
     project.write("llmtt.toml", GIT_TOML + models + triage)
+    # `llmtt estimate`: the triage alone is pending, paid only about the runs that failed.
+    lines = {line.split()[1]: line.split()[0] for line in _estimate(project, capsys)[:-1]}
+    assert lines["passes/oracle/r1"] == lines["passes/oracle/r2"] == "$0.0000", lines
+    assert float(lines["recovers/oracle/r1"].lstrip("$")) > 0, lines
     refused = project.doit("run", env={"TRIAGE_KEY": "k"})  # no LLMTT_ENABLED=1
     assert refused.code == 0, refused.out + refused.err
     assert handler.hits == []
@@ -165,6 +170,7 @@ def test_paid_triage_asks_once_per_failed_run_and_only_when_switched_on(
     again = project.doit("run", env=paid)
     assert again.code == 0, again.out + again.err
     assert len(handler.hits) == 2 and again.executed() == []
+    assert _estimate(project, capsys)[-1].startswith("0 pending of 4 runs")
     # Evaluated again (a new result.json) with the same events and failure: the triage layer
     # runs, and finds it asked already about these inputs.
     timeout = "\n[run]\ngate_timeout_secs = 31\n"
@@ -303,3 +309,12 @@ def test_paid_layers_print_with_capture_off_under_ray(project: Project) -> None:
         tasks = {t.name: t for t in make_tasks(session) if not isinstance(t, dict)}
         for layer in ("agent", "judge", "triage"):
             assert tasks[f"s/oracle/r1:{layer}"].io.capture is capture, (executor, layer)
+
+
+def _estimate(project: Project, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """`llmtt estimate`'s lines."""
+    from llmtt.commands.main import main
+
+    capsys.readouterr()
+    assert main(["estimate", str(project.root)]) == 0
+    return capsys.readouterr().out.splitlines()

@@ -327,6 +327,10 @@ class CodexAgent(CliAgent):
             "--dangerously-bypass-approvals-and-sandbox",
             "-c",
             'approval_policy="never"',
+            # No usage analytics: a run is no user's session, and in the sandbox their name
+            # look-ups cannot succeed, which held each run 5 s before codex exited.
+            "-c",
+            "analytics.enabled=false",
         ]
         env = {"CODEX_HOME": str(ctx.home / ".codex")}
         if endpoint.base_url:

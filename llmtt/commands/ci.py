@@ -271,8 +271,10 @@ def _triage_cost(project: Project, run: Run, layers: set[str]) -> float | None:
 
 
 def _paid_evaluators(project: Project, run: Run) -> list[str]:
-    """The run's evaluators that may spend money: those that call a model not declared free
-    (its price unknown, or above nothing), or that cannot be told (an evaluator not found)."""
+    """The run's evaluators that may spend money: those that call a model not known to cost
+    nothing (its price unknown or above nothing, no model at all, or the scripted one, which
+    they cannot be priced by), or that cannot be told (an evaluator not found or a config
+    that does not read). An answer reused from an earlier evaluation is not told apart."""
     from llmtt import registry
     from llmtt.providers import resolve_model
     from llmtt.spec.config import default_judge_model
@@ -283,9 +285,12 @@ def _paid_evaluators(project: Project, run: Run) -> list[str]:
             cls = registry.evaluator(spec.type, project.config.evaluators, project.root)
             if not cls.calls_model:
                 continue
-            name = spec.config.get("model") or default_judge_model(project.config)
+            # Its own model as its config reads it (a default of its own included), else the
+            # judge's, as the evaluator runner picks it.
+            config = cls.Config.model_validate(spec.config)
+            name = getattr(config, "model", None) or default_judge_model(project.config)
             free = isinstance(name, str) and (
-                resolve_model(name, project.config.models).cost(1, 1) == 0
+                resolve_model(name, project.config.models).cost(10**6, 10**6) == 0
             )
         except (LlmttError, ImportError, AttributeError, TypeError, ValueError):
             free = False

@@ -198,10 +198,10 @@ def hold_for(model: ResolvedModel, prompt: str) -> float:
     return _hold(model, most_tokens(prompt))
 
 
-def hold_for_chars(model: ResolvedModel, chars: int) -> float:
-    """`hold_for` a prompt of `chars` ASCII characters, as `llmtt estimate` bounds a question
-    not yet written (`most_tokens`)."""
-    return _hold(model, chars * 2 // 3)
+def hold_for_tokens(model: ResolvedModel, tokens: int) -> float:
+    """`hold_for` a prompt of `tokens` tokens, as `llmtt estimate` bounds a question not yet
+    written (`judge_layer.judge_bound`)."""
+    return _hold(model, tokens)
 
 
 def _hold(model: ResolvedModel, prompt_tokens: int) -> float:

@@ -27,6 +27,7 @@ from llmtt.spec.project import Project
 from llmtt.spec.skills import skill_files
 from llmtt.util.atomic import read_json, write_json
 from llmtt.util.hashing import hash_value
+from llmtt.util.text import most_tokens
 
 
 class JudgePurse(Protocol):
@@ -235,9 +236,11 @@ GATE_LINE_CHARS = 1_500
 
 def judge_bound(project: Project, run: Run) -> float | None:
     """What the judge may cost about a run still to be carried out: each sample at what it
-    holds of the budget for the longest question it may be asked (the task, the rubric, and the
-    transcript and guidance at their `[judge]` caps). None: its model has no price."""
-    from llmtt.evaluation.judge import hold_for_chars
+    holds of the budget for the longest question it may be asked: the task, the rubric and the
+    gates as `most_tokens` counts them, and the transcript and guidance at their `[judge]` caps,
+    a token a character (no text of ASCII or CJK counts more; emoji or rare symbols may). None:
+    its model has no price."""
+    from llmtt.evaluation.judge import hold_for_tokens
     from llmtt.providers import resolve_model
 
     assert run.judge is not None
@@ -249,10 +252,10 @@ def judge_bound(project: Project, run: Run) -> float | None:
     gates = [g.model_dump_json() for g in run.scenario.spec.evaluation.gates]
     if run.target.health_check_gate:
         gates.append(run.target.health_check or "")  # run as a last gate
-    longest = len(run.scenario.spec.task.prompt) + len(rubric) + HEADINGS_CHARS
-    longest += sum(len(gate) + GATE_LINE_CHARS for gate in gates)
-    longest += settings.max_transcript_chars + settings.max_guidance_chars
-    return round(run.judge.samples * hold_for_chars(model, longest), 6)
+    known = run.scenario.spec.task.prompt + rubric + "".join(gates)
+    tokens = most_tokens(known) + HEADINGS_CHARS + GATE_LINE_CHARS * len(gates)
+    tokens += settings.max_transcript_chars + settings.max_guidance_chars
+    return round(run.judge.samples * hold_for_tokens(model, tokens), 6)
 
 
 def _evaluators_waiting(metrics: dict[str, Any]) -> str | None:

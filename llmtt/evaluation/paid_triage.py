@@ -114,23 +114,33 @@ def triage_holds(project: Project, run: Run) -> float | None:
     return None if model.cost(1, 1) is None else round(cost_hold(model, prompt), 6)
 
 
-# Of the question besides the task and the events: its headings, what the rules found (a line
-# of a command and its exit), and the note of what was cut (`triage_bound`).
-QUESTION_CHARS = 1_500
+# Of the question besides the task, the events and a gate: its headings and the note of what
+# was cut; and of the rules' line, a failed command and the next (each cut at 200 characters),
+# the head of its output (400) and the words around them, or the outcome's reason when neither
+# a command nor a gate failed (`triage_bound`).
+QUESTION_CHARS = 500
+RULE_CHARS = 3_000
 
 
 def triage_bound(project: Project, run: Run) -> float | None:
-    """What the triage may cost about a run not yet evaluated: its longest question (the task,
-    the rules' line, the events at `[triage] max_events_chars`), asked if the run fails. None:
-    the model has no price."""
+    """What the triage may cost about a run not yet evaluated: its longest question, asked if
+    the run fails: the task as `most_tokens` counts it, and the rest a token a character (no
+    text of ASCII or CJK counts more; emoji or rare symbols may): the rules' line and the
+    longest gate it may quote, and the events at `[triage] max_events_chars`. None: the model
+    has no price."""
+    from llmtt.evaluation.judge_layer import GATE_LINE_CHARS
     from llmtt.providers import resolve_model
 
     assert project.config.triage.model is not None
     model = resolve_model(project.config.triage.model, project.config.models)
     if model.cost(1, 1) is None:
         return None
-    chars = len(run.scenario.spec.task.prompt) + project.config.triage.max_events_chars
-    tokens = (chars + QUESTION_CHARS) * 2 // 3 + most_tokens(SYSTEM) + 100
+    gates = [g.model_dump_json() for g in run.scenario.spec.evaluation.gates]
+    if run.target.health_check_gate:
+        gates.append(run.target.health_check or "")
+    gate = max((len(g) + GATE_LINE_CHARS for g in gates), default=0)
+    tokens = most_tokens(run.scenario.spec.task.prompt.strip()) + QUESTION_CHARS + RULE_CHARS
+    tokens += gate + project.config.triage.max_events_chars + most_tokens(SYSTEM) + 100
     return round(model.cost(tokens, MAX_ANSWER_TOKENS) or 0.0, 6)
 
 

@@ -52,12 +52,19 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+_CONTROLS = re.compile("[\x00-\x1f\x7f]")
+
+
 def most_tokens(text: str) -> int:
-    """The most tokens a model may count in `text`, for what a request holds of the budget: two
-    tokens for three ASCII characters (measured with litellm's tokenizers: prose runs near four
-    characters a token, shell near three, JSON and code near two, a line of punctuation 1.75),
-    and a token for each byte of the rest, which a byte-level tokenizer may give a rare
-    character (a CJK character is three bytes, an emoji four). Three characters a token, as
-    this was counted before, undercounted JSON and code, and CJK text up to threefold."""
+    """The most tokens a model may count in `text`, for what a request holds of the budget:
+    three tokens for four printable ASCII characters (measured with litellm's tokenizers: prose
+    runs near four characters a token, shell near three, JSON and code near two; punctuation,
+    random base64 and text coloured with terminal escapes near 1.4), a token for each ASCII
+    control character (a newline or a tab too), and a token for each byte of the rest, which a
+    byte-level tokenizer may give a rare character (a CJK character is three bytes, an emoji
+    four). Three characters a token, as this was counted before, undercounted JSON and code,
+    and CJK text up to threefold."""
     ascii_chars = len(text.encode("ascii", "ignore"))
-    return ascii_chars * 2 // 3 + len(text.encode("utf-8", "surrogatepass")) - ascii_chars
+    controls = len(_CONTROLS.findall(text))
+    rest = len(text.encode("utf-8", "surrogatepass")) - ascii_chars
+    return (ascii_chars - controls) * 3 // 4 + controls + rest

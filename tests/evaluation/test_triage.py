@@ -152,6 +152,21 @@ def test_paid_triage_asks_once_per_failed_run_and_only_when_switched_on(
     assert "`git tag v1` exited 128" in prompt and "$ git tag v1" in prompt
     answer = project.json("recovers/oracle/r1/triage.json")
     assert answer["line"] == "The agent tagged before any commit existed."
+    # What `llmtt estimate` says a run not yet evaluated may cost is no less than what this
+    # failed run's question, as it was asked, held of the budget.
+    from llmtt.evaluation.paid_triage import triage_bound, triage_holds
+    from llmtt.plan.runs import build_plan
+    from llmtt.spec.project import load_project
+    from llmtt.spec.selection import Selection
+
+    loaded = load_project(project.root)
+    (failed,) = [
+        r for r in build_plan(loaded, Selection()).runs if r.run_id == "recovers/oracle/r1"
+    ]
+    (failed.dir / "triage.json").rename(failed.dir / "triage.kept")  # as if never asked
+    held = triage_holds(loaded, failed)
+    (failed.dir / "triage.kept").rename(failed.dir / "triage.json")
+    assert held is not None and 0 < held <= (triage_bound(loaded, failed) or 0)
     assert answer["cost_usd"] == 15 / 1e6
     assert project.json("passes/oracle/r1/triage.json")["skipped"] == "the run did not fail"
     evaluation = (project.results() / "recovers/oracle/r2/evaluation.md").read_text()

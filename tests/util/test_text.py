@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import random
 
 import pytest
 
@@ -46,6 +48,11 @@ TEXTS = {
     "cyrillic": "Привет, как дела? Это тест агента. " * 10,
     "emoji": "🙂🚀🎉✅❌" * 20,
     "rare": "𝕏𝔸𝔹ℂﷺ" * 20,
+    "base64": base64.b64encode(random.Random(1).randbytes(3000)).decode(),
+    "controls": "".join(map(chr, random.Random(2).choices(range(1, 32), k=2000))),
+    "coloured": "".join(
+        f"\x1b[3{i % 8}m{('ok', 'FAIL', 'warn')[i % 3]}\x1b[0m " for i in range(300)
+    ),
 }
 
 

@@ -238,8 +238,8 @@ def judge_bound(project: Project, run: Run) -> float | None:
     """What the judge may cost about a run still to be carried out: each sample at what it
     holds of the budget for the longest question it may be asked: the task, the rubric and the
     gates as `most_tokens` counts them, and the transcript and guidance at their `[judge]` caps,
-    a token a character (no text of ASCII or CJK counts more; emoji or rare symbols may). None:
-    its model has no price."""
+    a token a character (as no ASCII text counts more; other text may cost up to a token a
+    byte, and is held so). None: its model has no price."""
     from llmtt.evaluation.judge import hold_for_tokens
     from llmtt.providers import resolve_model
 

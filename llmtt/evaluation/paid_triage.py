@@ -124,10 +124,10 @@ RULE_CHARS = 3_000
 
 def triage_bound(project: Project, run: Run) -> float | None:
     """What the triage may cost about a run not yet evaluated: its longest question, asked if
-    the run fails: the task as `most_tokens` counts it, and the rest a token a character (no
-    text of ASCII or CJK counts more; emoji or rare symbols may): the rules' line and the
-    longest gate it may quote, and the events at `[triage] max_events_chars`. None: the model
-    has no price."""
+    the run fails: the task as `most_tokens` counts it, and the rest a token a character (as no
+    ASCII text counts more; other text may cost up to a token a byte, and is held so): the
+    rules' line and the longest gate it may quote, and the events at `[triage]
+    max_events_chars`. None: the model has no price."""
     from llmtt.evaluation.judge_layer import GATE_LINE_CHARS
     from llmtt.providers import resolve_model
 

@@ -53,18 +53,25 @@ def _escape(match: re.Match[str]) -> str:
 
 
 _CONTROLS = re.compile("[\x00-\x1f\x7f]")
+_PIECES = re.compile(r"\d{1,3}|[A-Za-z]+|[!-/:-@\[-`{-~]+| +")
 
 
 def most_tokens(text: str) -> int:
     """The most tokens a model may count in `text`, for what a request holds of the budget:
-    three tokens for four printable ASCII characters (measured with litellm's tokenizers: prose
-    runs near four characters a token, shell near three, JSON and code near two; punctuation,
-    random base64 and text coloured with terminal escapes near 1.4), a token for each ASCII
-    control character (a newline or a tab too), and a token for each byte of the rest, which a
-    byte-level tokenizer may give a rare character (a CJK character is three bytes, an emoji
-    four). Three characters a token, as this was counted before, undercounted JSON and code,
-    and CJK text up to threefold."""
+    four tokens for five printable ASCII characters, or a token a piece where digits, words and
+    punctuation alternate more densely (measured with litellm's tokenizers: prose runs near four
+    characters a token, shell near three, JSON and code near two; punctuation, random base64 or
+    printable text, terminal colours near 1.3; version lists a token a piece), a token for each
+    ASCII control character (a newline or a tab too), and a token for each byte of the rest,
+    which a byte-level tokenizer may give a rare character (a CJK character is three bytes, an
+    emoji four). Three characters a token, as this was counted before, undercounted JSON and
+    code, and CJK text up to threefold."""
     ascii_chars = len(text.encode("ascii", "ignore"))
     controls = len(_CONTROLS.findall(text))
     rest = len(text.encode("utf-8", "surrogatepass")) - ascii_chars
-    return (ascii_chars - controls) * 3 // 4 + controls + rest
+    printable = (ascii_chars - controls) * 4 // 5
+    if printable:
+        # Digits are split from letters and punctuation, at most three a token: text dense in
+        # them (version lists, `pip freeze`) counts a token a piece.
+        printable = max(printable, len(_PIECES.findall(text)))
+    return printable + controls + rest

@@ -171,14 +171,14 @@ def test_events_carry_the_commands_and_real_exit_codes(runs: Project, agent: str
 def test_nothing_is_waited_for_once_the_agent_has_answered(runs: Project, agent: str) -> None:
     """From its last answer to its end, an agent has nothing to wait for in its sandbox: codex's
     usage analytics, on by default, looked up hosts that cannot be reached there and held every
-    run 5 s (0.05 s without them, on this machine)."""
+    run 5 s (0.03-0.05 s without them, on this machine, for every agent)."""
     lines = (
         (runs.results() / f"git-basics/{agent}-scripted/r1/events.jsonl").read_text().splitlines()
     )
     events = [json.loads(line) for line in lines]
     answered = max(e["ts"] for e in events if e["event"] == "message")
     assert events[-1]["event"] == "complete"
-    assert events[-1]["ts"] - answered < 2.5, events[-3:]
+    assert events[-1]["ts"] - answered < 4.0, events[-3:]
 
 
 @pytest.mark.parametrize("agent", AGENTS)

@@ -50,6 +50,10 @@ TEXTS = {
     "rare": "𝕏𝔸𝔹ℂﷺ" * 20,
     "base64": base64.b64encode(random.Random(1).randbytes(3000)).decode(),
     "controls": "".join(map(chr, random.Random(2).choices(range(1, 32), k=2000))),
+    "versions": "v1.2.3 " * 300,
+    "freeze": "".join(f"pkg{i}=={i % 7}.{i % 13}.{i}\n" for i in range(200)),
+    "a1": "a1" * 500,
+    "printable": "".join(map(chr, random.Random(3).choices(range(32, 127), k=2000))),
     "coloured": "".join(
         f"\x1b[3{i % 8}m{('ok', 'FAIL', 'warn')[i % 3]}\x1b[0m " for i in range(300)
     ),
@@ -69,4 +73,4 @@ def test_most_tokens_is_never_below_a_real_tokenizers_count(model: str) -> None:
         assert most_tokens(text) >= counted, (name, most_tokens(text), counted)
     # Prose is not held at many times what it costs.
     prose = TEXTS["prose"]
-    assert most_tokens(prose) <= 3.5 * litellm.token_counter(model=model, text=prose)
+    assert most_tokens(prose) <= 4 * litellm.token_counter(model=model, text=prose)

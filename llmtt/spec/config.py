@@ -168,7 +168,11 @@ class AgentSettings(Strict):
         return value
 
     parser: Literal["claude-code", "opencode", "codex"] | None = Field(
-        None, description="How to read a `command` agent's JSON lines; none: transcript only."
+        None,
+        description="How to read a `command` agent's JSON lines; none: transcript only. A codex "
+        "of your own run this way keeps the flags you give it: add `-c analytics.enabled=false`, "
+        "as llmtt's own codex has, or each confined run waits 5 s at its end for host names the "
+        "sandbox cannot look up.",
     )
     command_marker: str = Field(
         "$ ",

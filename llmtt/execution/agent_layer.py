@@ -210,6 +210,11 @@ def _attempted(run: Run, record: dict[str, Any], pricing: Pricing) -> None:
         "cost_usd": cost,
         "cost_lower_bound": bool(seen.unreported),
     }
+    _append_attempt(run, attempt)
+
+
+def _append_attempt(run: Run, attempt: dict[str, Any]) -> None:
+    """One line more of the run's attempts.jsonl."""
     with open(run.dir / ATTEMPTS, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(attempt, sort_keys=True) + "\n")
 
@@ -236,8 +241,7 @@ def record_lost(project: Project, run: Run, why: str, *, here: bool = True) -> N
             "cost_lower_bound": unsure,
         }
         run.dir.mkdir(parents=True, exist_ok=True)
-        with open(run.dir / ATTEMPTS, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(attempt, sort_keys=True) + "\n")
+        _append_attempt(run, attempt)
     except Exception as exc:  # noqa: BLE001 - the run's record of not being carried out comes first
         said = f"llmtt: {run.run_id}: warning: the lost attempt is not in {ATTEMPTS}: {exc}\n"
         sys.stderr.write(console(said))

@@ -276,9 +276,19 @@ class _Terminal:
         self.pidfd = pidfd
         self.poller.register(pidfd, select.POLLIN)
 
-    def wait(self, timeout: float) -> None:
-        """Handle what is ready, waiting at most `timeout` seconds (capped at 1) for it."""
-        for fd, events in self.poller.poll(min(max(0.0, timeout), 1.0) * 1000):
+    def wait(self, timeout: float, ends: Sequence[int] = ()) -> None:
+        """Handle what is ready, waiting at most `timeout` seconds (capped at 1) for it, or
+        for one of the processes behind the pidfds `ends` to exit."""
+        for fd in ends:
+            self.poller.register(fd, select.POLLIN)
+        try:
+            ready = self.poller.poll(min(max(0.0, timeout), 1.0) * 1000)
+        finally:
+            for fd in ends:
+                self.poller.unregister(fd)
+        for fd, events in ready:
+            if fd in ends:
+                continue
             if fd == self.pidfd:  # stays readable once the child exited: stop watching
                 self.poller.unregister(fd)
                 self.pidfd = None
@@ -370,10 +380,36 @@ def _end_run(proc: _Spawned, tree: RunTree, terminal: _Terminal | None, grace_se
                 send_signal(fresh, tree.child, sig, group)
             termed.update(p.pid for p in fresh)
             group_termed = group
+        _pause(terminal, [p.pid for p in live])
+
+
+def _pause(terminal: _Terminal | None, pids: Sequence[int]) -> None:
+    """Wait up to POLL_SECS for what is left of a run to end, reading its output meanwhile:
+    back as soon as one of `pids` exits (woken through a pidfd), or at once if one is gone
+    already. A run's last process is often bubblewrap's own, which outlives the command by the
+    few milliseconds its namespaces take to go: a fixed pause made one run in three wait 20 ms
+    for it."""
+    ends: list[int] = []
+    try:
+        for pid in pids:
+            try:
+                ends.append(os.pidfd_open(pid))
+            except ProcessLookupError:
+                return  # gone meanwhile: look again at once
+            except (AttributeError, OSError):  # no pidfd (before Linux 5.3): the plain pause
+                break
         if terminal is not None and terminal.open:
-            terminal.wait(POLL_SECS)
+            terminal.wait(POLL_SECS, ends)
+        elif ends:
+            poller = select.poll()
+            for fd in ends:
+                poller.register(fd, select.POLLIN)
+            poller.poll(POLL_SECS * 1000)
         else:
             time.sleep(POLL_SECS)
+    finally:
+        for fd in ends:
+            os.close(fd)
 
 
 def _status(proc: _Spawned, timed_out: bool) -> tuple[int | None, int | None]:

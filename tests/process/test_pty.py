@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from llmtt.events import MAX_TEXT
-from llmtt.process import spawn
+from llmtt.process import pty, spawn
 from llmtt.process.pty import ProcessResult, run_in_pty
 
 ENV = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
@@ -187,6 +187,30 @@ def test_term_ignoring_child_is_killed_after_the_grace(tmp_path: Path) -> None:
     assert time.monotonic() - started < 15  # KILLed 1 s after TERM, not run to its end (30 s)
     assert result.timed_out and (result.exit_code, result.signal) == (None, signal.SIGKILL)
     assert result.output == "stubborn\n"
+
+
+def test_a_process_left_is_waited_for_only_until_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What outlives the command by a moment (as bubblewrap's own process does, while its
+    namespaces go) is waited for until it ends, not for a fixed pause: made 5 s here, the
+    pause would hold the run that long."""
+    monkeypatch.setattr(pty, "POLL_SECS", 5.0)
+    # Deaf to TERM and to the terminal's HUP, off the terminal, it ends on its own 0.3 s after
+    # the command, which waits until it is ready.
+    left = (
+        "import signal, time; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN); open('ready', 'w').close(); "
+        "time.sleep(0.3)"
+    )
+    script = (
+        f"'{sys.executable}' -c \"{left}\" </dev/null >/dev/null 2>&1 & "
+        "while [ ! -e ready ]; do sleep 0.01; done; exit 0"
+    )
+    started = time.monotonic()
+    result = run(script, tmp_path)
+    assert time.monotonic() - started < 3
+    assert result.exit_code == 0 and not result.timed_out
 
 
 def test_plain_background_job_is_killed_and_reaped(tmp_path: Path) -> None:

@@ -91,9 +91,25 @@ def sandbox(root: Path, results: Path, config: Config, *more: Path) -> Sandbox |
     assert bwrap is not None  # check() said so
     extras = tuple(_user_path(root, p) for p in config.isolation.read_only)
     shared = tuple(_user_path(root, p) for p in config.isolation.read_write)
+    return _sandbox(bwrap, root, results, extras, shared, more, tool_path(), Path.home())
+
+
+@functools.lru_cache(maxsize=32)
+def _sandbox(
+    bwrap: str,
+    root: Path,
+    results: Path,
+    extras: tuple[Path, ...],
+    shared: tuple[Path, ...],
+    more: tuple[Path, ...],
+    path: str,
+    home: Path,
+) -> Sandbox:
+    """`sandbox`'s work, once per process for the same folders and PATH (twice a run: its agent
+    and its checks). Like `_tool_folders`, what it found installed is not looked for again."""
     project = (root.resolve(), results.resolve())
-    keep_out = (Path.home().resolve(), *project)
-    seen = _tool_folders(tool_path(), keep_out, project)
+    keep_out = (home.resolve(), *project)
+    seen = _tool_folders(path, keep_out, project)
     found = []
     for program in (p for p in more if not _under_system(p)):
         install, packaged = _install_of(program)

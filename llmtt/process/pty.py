@@ -45,8 +45,12 @@ DRAIN_SECS = 0.2
 KILL_WAIT_SECS = 1.0
 
 
-# How often to look again when there is nothing to wait on (no pidfd, or while killing).
+# How long to wait at most between looks at a run's processes (as long as the child runs, when
+# there is no pidfd to wait on; after its exit, for what it left to end), and at least, after
+# its exit: a run whose processes keep ending (a loop of short children deaf to TERM) is looked
+# at no more than a thousand times a second.
 POLL_SECS = 0.02
+MIN_POLL_SECS = 0.001
 
 
 # The child under its PTY: spawned (spawn.Child), or forked by ptyprocess where it cannot be.
@@ -279,12 +283,14 @@ class _Terminal:
     def wait(self, timeout: float, ends: Sequence[int] = ()) -> None:
         """Handle what is ready, waiting at most `timeout` seconds (capped at 1) for it, or
         for one of the processes behind the pidfds `ends` to exit."""
-        for fd in ends:
-            self.poller.register(fd, select.POLLIN)
+        registered: list[int] = []
         try:
+            for fd in ends:
+                self.poller.register(fd, select.POLLIN)
+                registered.append(fd)
             ready = self.poller.poll(min(max(0.0, timeout), 1.0) * 1000)
         finally:
-            for fd in ends:
+            for fd in registered:
                 self.poller.unregister(fd)
         for fd, events in ready:
             if fd in ends:
@@ -388,16 +394,17 @@ def _pause(terminal: _Terminal | None, pids: Sequence[int]) -> None:
     back as soon as one of `pids` exits (woken through a pidfd), or at once if one is gone
     already. A run's last process is often bubblewrap's own, which outlives the command by the
     few milliseconds its namespaces take to go: a fixed pause made one run in three wait 20 ms
-    for it."""
+    for it. Never less than MIN_POLL_SECS."""
+    started = time.monotonic()
     ends: list[int] = []
     try:
         for pid in pids:
             try:
                 ends.append(os.pidfd_open(pid))
             except ProcessLookupError:
-                return  # gone meanwhile: look again at once
-            except (AttributeError, OSError):  # no pidfd (before Linux 5.3): the plain pause
-                break
+                return  # gone meanwhile: look again (after MIN_POLL_SECS, below)
+            except (AttributeError, OSError):  # no pidfd (before Linux 5.3, or too many open):
+                break  # the pause, woken only by those opened
         if terminal is not None and terminal.open:
             terminal.wait(POLL_SECS, ends)
         elif ends:
@@ -410,6 +417,9 @@ def _pause(terminal: _Terminal | None, pids: Sequence[int]) -> None:
     finally:
         for fd in ends:
             os.close(fd)
+        left = started + MIN_POLL_SECS - time.monotonic()
+        if left > 0:
+            time.sleep(left)
 
 
 def _status(proc: _Spawned, timed_out: bool) -> tuple[int | None, int | None]:

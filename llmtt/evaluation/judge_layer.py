@@ -249,13 +249,20 @@ def judge_bound(project: Project, run: Run) -> float | None:
         return None
     settings = project.config.judge
     rubric = project.rubrics[run.judge.rubric].model_dump_json()
-    gates = [g.model_dump_json() for g in run.scenario.spec.evaluation.gates]
-    if run.target.health_check_gate:
-        gates.append(run.target.health_check or "")  # run as a last gate
+    gates = gate_texts(run)
     known = run.scenario.spec.task.prompt + rubric + "".join(gates)
     tokens = most_tokens(known) + HEADINGS_CHARS + GATE_LINE_CHARS * len(gates)
     tokens += settings.max_transcript_chars + settings.max_guidance_chars
     return round(run.judge.samples * hold_for_tokens(model, tokens), 6)
+
+
+def gate_texts(run: Run) -> list[str]:
+    """The run's gates as a question about it may quote them, the target's health check last
+    when it is run as a gate: what `judge_bound` and the triage's bound count."""
+    gates = [g.model_dump_json() for g in run.scenario.spec.evaluation.gates]
+    if run.target.health_check_gate:
+        gates.append(run.target.health_check or "")  # run as a last gate
+    return gates
 
 
 def _evaluators_waiting(metrics: dict[str, Any]) -> str | None:

@@ -97,11 +97,10 @@ def triage_holds(project: Project, run: Run) -> float | None:
     rule = result.get("triage")
     if result.get("outcome") != "fail" or not rule:
         return 0.0
-    events = read_jsonl(run.dir / "events.jsonl") if (run.dir / "events.jsonl").exists() else []
     prompt = build_prompt(
         run.scenario.spec.task.prompt,
         rule,
-        events,
+        read_jsonl(run.dir / "events.jsonl"),
         project.config.triage.max_events_chars,
         project.redactor(),
     )
@@ -128,17 +127,14 @@ def triage_bound(project: Project, run: Run) -> float | None:
     ASCII text counts more; other text may cost up to a token a byte, and is held so): the
     rules' line and the longest gate it may quote, and the events at `[triage]
     max_events_chars`. None: the model has no price."""
-    from llmtt.evaluation.judge_layer import GATE_LINE_CHARS
+    from llmtt.evaluation.judge_layer import GATE_LINE_CHARS, gate_texts
     from llmtt.providers import resolve_model
 
     assert project.config.triage.model is not None
     model = resolve_model(project.config.triage.model, project.config.models)
     if model.cost(1, 1) is None:
         return None
-    gates = [g.model_dump_json() for g in run.scenario.spec.evaluation.gates]
-    if run.target.health_check_gate:
-        gates.append(run.target.health_check or "")
-    gate = max((len(g) + GATE_LINE_CHARS for g in gates), default=0)
+    gate = max((len(g) + GATE_LINE_CHARS for g in gate_texts(run)), default=0)
     tokens = most_tokens(run.scenario.spec.task.prompt.strip()) + QUESTION_CHARS + RULE_CHARS
     tokens += gate + project.config.triage.max_events_chars + most_tokens(SYSTEM) + 100
     return round(model.cost(tokens, MAX_ANSWER_TOKENS) or 0.0, 6)

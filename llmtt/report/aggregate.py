@@ -510,10 +510,9 @@ def _row(run: Run) -> dict[str, Any]:
 def _lost_attempts(run: Run) -> dict[str, Any]:
     """What the run's agent attempts under its current key that could not be carried out
     spent (a run stopped for the budget while running, a provider that failed mid-run, one lost
-    with its worker process or Ray node): paid,
-    and in no result, so counted apart (`attempts_cost_usd`, with `attempts_cost_lower_bound`
-    when one of them, or a damaged line of the record, has no known cost); {} when none spent
-    anything known."""
+    with its worker process or Ray node): paid, and in no result, so counted apart
+    (`attempts_cost_usd`, with `attempts_cost_lower_bound` when one of them, or a damaged line
+    of the record, has no known cost); {} when none spent anything known."""
     if run.model in (None, SCRIPTED):
         return {}  # no model, or the scripted one: nothing to pay
     try:

@@ -400,3 +400,24 @@ def test_a_project_inside_a_shown_folder_stays_unseen(tmp_path: Path) -> None:
     covered = project.doit("run")
     assert covered.code == 1
     assert "would hide" in project.json("under/oracle/r1/run.json")["error"]
+
+
+def test_a_read_only_folder_gone_since_the_last_sandbox_is_named(tmp_path: Path) -> None:
+    """A project's sandbox is worked out once per process (`isolation._sandbox`), but the
+    user's `[isolation]` folders are looked at every time: one deleted meanwhile is named."""
+    from llmtt.execution import isolation
+    from llmtt.spec.config import load_config
+
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (tmp_path / "llmtt.toml").write_text(
+        '[target]\nbinary = "sleep"\n\n[isolation]\nread_only = ["extra"]\n'
+    )
+    config, _ = load_config(tmp_path)
+    results = tmp_path / "results"
+    box = isolation.sandbox(tmp_path, results, config)
+    assert box is not None and extra.resolve() in box.read_only
+    assert isolation.sandbox(tmp_path, results, config) is box  # worked out once
+    extra.rmdir()
+    with pytest.raises(isolation.IsolationError, match="'extra', which does not exist"):
+        isolation.sandbox(tmp_path, results, config)

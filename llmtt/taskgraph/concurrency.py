@@ -4,11 +4,13 @@ Past a point, more agents at once on one machine finish no more runs a minute: e
 just takes longer (opencode's 18x at -n 16 on two cores), until its timeout is charged to the
 agent. Under `jobs=auto` doit starts workers for the most that may be allowed (`workers`), and
 doit's main process lets only so many of a unit's layers out at once (llmtt/taskgraph/pacing.py):
-its agents and its runs' other layers (evaluation, judge, triage, report) alike, as `-n N` does
-(let out beside the agents, they made a 0.75 s claude-code run 1.12-1.20x slower at a limit of
-one); the aggregate goes as doit hands it out. A limit is kept per agent CLI and model (a
-"unit": `codex/gpt-5`, or the agent alone without a model): a slow remote model leaves the
-machine idle where a fast local one fills it. It is found by `Agent`:
+its agents and its runs' other layers (evaluation, judge, triage, report) alike (let out beside
+the agents, they made a 0.75 s claude-code run 1.12-1.20x slower at a limit of one, which a
+limit judged on agent times must not mistake for the agents' own crowding; a plain `-n N` lets
+them go beside its N agents, pacing.Slots); the aggregate goes as doit hands it out. A limit is
+kept per agent CLI and model (a "unit": `codex/gpt-5`, or the agent alone without a model): a
+slow remote model leaves the machine idle where a fast local one fills it. It is found by
+`Agent`:
 
 - every run is judged against a baseline of its own kind (its scenario, variant, model and the
   agent's settings: the agent key but the repeat): the median agent time of that kind's first

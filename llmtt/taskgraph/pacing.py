@@ -1,7 +1,14 @@
-"""How `doit run jobs=auto` lets the runs' layers out: `Pace`, the units' limits (each found by
-`llmtt.taskgraph.concurrency.Agent`), their held layers and those under way, driven by doit's
-main process through `PacedDispatch`, or by a simulation (the tests). See
-llmtt/taskgraph/concurrency.py for the rule."""
+"""How a local `doit run -n N` lets the runs' layers out, in doit's main process
+(`PacedDispatch`):
+
+- plainly, N agents at once (`Slots`): the later layers of the runs whose agent is done
+  (evaluation, judge, triage, report) and the aggregate go to any worker, among them a few
+  spare ones (`spare_workers`), so that an agent's place is not kept waiting while its run is
+  evaluated;
+- under `jobs=auto`, as `Pace` says: the units' limits (each found by
+  `llmtt.taskgraph.concurrency.Agent`), their held layers and those under way, driven by doit's
+  main process, or by a simulation (the tests). See llmtt/taskgraph/concurrency.py for the
+  rule."""
 
 from __future__ import annotations
 
@@ -179,6 +186,54 @@ class Pace:
         return agent if moved else None
 
 
+def spare_workers(places: int) -> int:
+    """The workers a plain `doit run -n N` of llmtt's runs starts beside its N: one a core, no
+    more than N. They carry out the later layers of the runs whose agent is done, short and
+    bound by the machine, while the next agents start."""
+    return min(places, cores())
+
+
+class Slots:
+    """A plain `doit run -n N` of llmtt's runs: at most N tasks under way that are not a run's
+    later layer (evaluation, judge, triage, report): its agents, and the aggregate or a dodo
+    file's own tasks. One doit hands out while N are under way waits here, not yet selected
+    (doit's reporter says it started only when it does), and goes, oldest first, as one ends."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.running: set[str] = set()  # the counted tasks under way, by name
+        self.held: deque[Any] = deque()  # doit's nodes of those waiting
+
+    def take(self, name: str) -> bool:
+        """Whether counted task `name` may start now (it then counts as under way)."""
+        if len(self.running) >= self.limit:
+            return False
+        self.running.add(name)
+        return True
+
+    def hold(self, node: Any) -> None:
+        self.held.append(node)
+
+    def admit(self) -> Any:
+        """The oldest held node, when there is room for it (it then counts as under way);
+        None: none."""
+        if not self.held or len(self.running) >= self.limit:
+            return None
+        node = self.held.popleft()
+        self.running.add(node.task.name)
+        return node
+
+    def end(self, name: str) -> None:
+        """A task ended (or was found up to date): its place, if it took one, is free."""
+        self.running.discard(name)
+
+
+def counted(task: Any) -> bool:
+    """Whether a task takes one of the N places of a plain `doit run -n N`: every task but a
+    run's later layers."""
+    return _run_of(task) is None or _agent_of(task) is not None
+
+
 class PacedDispatch:
     """doit's multiprocess dispatch (`MRunner.get_next_job`) with the runs' layers held back
     under jobs=auto: a held layer waits in doit's main process, its worker given doit's
@@ -189,14 +244,18 @@ class PacedDispatch:
     held beside the held agents, and goes first."""
 
     pace: Pace | None = None
+    slots: Slots | None = None  # a plain `doit run -n N` (`spread`)
     root: Path | None = None
     exhausted = False  # doit's dispatcher has no task left to hand out (held ones aside)
+    ours = False  # doit's tasks hold llmtt's runs
 
     def _run_tasks_init(self, task_dispatcher: Any) -> None:
         super()._run_tasks_init(task_dispatcher)  # type: ignore[misc]
         self.nodes: dict[str, Any] = {}  # held layers, by task name
         self.unsent: list[Any] = []  # ended tasks doit has not been told of yet
+        self.slots, self.exhausted = None, False
         session = _session(self.tasks.values())  # type: ignore[attr-defined]
+        self.ours = session is not None  # a plan of llmtt's runs (not a dodo file's alone)
         if session is not None and session.variables.get("jobs") == "auto":
             self.root = Path(session.root)
             try:
@@ -211,9 +270,22 @@ class PacedDispatch:
                 if (spec := _agent_of(tasks[name])) is not None:
                     self.pace.unseen[unit_of(spec)] += 1
 
+    def spread(self) -> int:
+        """The workers to start. A plain `doit run -n N` of llmtt's runs (no jobs=auto): N
+        places for the agents (`Slots`) and `spare_workers` more for their runs' later layers.
+        Otherwise doit's N."""
+        places: int = self.num_process  # type: ignore[attr-defined]
+        if self.pace is not None or not self.ours:
+            return places
+        self.slots = Slots(places)
+        return places + spare_workers(places)
+
     def get_next_job(self, completed: Any) -> Any:
-        """The next job for a worker: doit's, with the runs' layers held as `Pace` says."""
+        """The next job for a worker: doit's, with the runs' layers held as `Pace` says, or
+        with at most N agents under way (`Slots`)."""
         if self.pace is None:
+            if self.slots is not None:
+                return self._slotted(completed)
             return super().get_next_job(completed)  # type: ignore[misc]
         if self._stop_running:  # type: ignore[attr-defined]
             return None
@@ -246,6 +318,39 @@ class PacedDispatch:
             else:
                 self.pace.hold(node.task.name, unit_of(spec), kind_of(spec), cli_of(spec))
             self.nodes[node.task.name] = node
+
+    def _slotted(self, completed: Any) -> Any:
+        """`get_next_job` under `Slots`: the ended task is told to doit first, so that its
+        run's next layer goes before a held agent; an agent (or another counted task) doit
+        hands out while N are under way is held, unselected, until one ends."""
+        slots = self.slots
+        assert slots is not None
+        if self._stop_running:  # type: ignore[attr-defined]
+            return None
+        if completed is not None:
+            slots.end(completed.task.name)
+            self.unsent.append(completed)
+        while True:
+            node = None if self.unsent else slots.admit()
+            if node is None:
+                node = self._dispatched(self.unsent.pop(0) if self.unsent else None)
+                if node is None or node == "hold on":  # nothing doit can hand out now
+                    if self.unsent:
+                        continue  # an end not told yet may let out what it waits for
+                    node = slots.admit()
+                    if node is None:
+                        if self.exhausted and not slots.held:
+                            return None  # nothing left at all: the worker may end
+                        self.free_proc += 1  # type: ignore[attr-defined]
+                        return JobHold()  # the worker waits for what a result lets out
+                elif counted(node.task) and not slots.take(node.task.name):
+                    slots.hold(node)
+                    continue
+            if not self.select_task(node, self.tasks):  # type: ignore[attr-defined]
+                slots.end(node.task.name)  # up to date (or failed its dependencies)
+                self.unsent.append(node)
+                continue
+            return self._job(node)
 
     def _dispatched(self, completed: Any) -> Any:
         """doit's dispatcher's next node, "hold on", or None when it has none left."""

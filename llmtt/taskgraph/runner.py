@@ -75,7 +75,8 @@ class _Results(_Queue):
 
 class WorkerRunner(PacedDispatch, MRunner):  # type: ignore[misc]  # doit is untyped
     """doit's multiprocess runner that outlives a worker's death (see the module), its workers
-    forked by a forker (llmtt.taskgraph.forker), and paces the runs' layers under jobs=auto
+    forked by a forker (llmtt.taskgraph.forker), which lets N agents out at once under `-n N`,
+    their runs' later layers beside them, and paces the runs' layers under jobs=auto
     (`llmtt.taskgraph.pacing`)."""
 
     given: Forker | None = None  # the forker made before the task graph (`install`)
@@ -108,7 +109,9 @@ class WorkerRunner(PacedDispatch, MRunner):  # type: ignore[misc]  # doit is unt
         forker.jobs.carry_out = self._carry_out_here
         self.start_worker = lambda: forker.start()[0]
         ready = 0
-        for _ in range(self.num_process):  # doit's: no more workers than tasks ready
+        # doit's: no more workers than tasks ready; a plain -n N has spare ones for the later
+        # layers of the runs whose agent is done (`PacedDispatch.spread`).
+        for _ in range(self.spread()):
             job = self.get_next_job(None)
             if job is None:
                 break

@@ -6,7 +6,9 @@ from __future__ import annotations
 import io
 import os
 import signal
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,13 @@ from doit.reporter import ConsoleReporter
 from doit.runner import ERROR
 from doit.task import Task
 
+from llmtt.plan.cache import RunSpec
 from llmtt.process.tree import children
+from llmtt.taskgraph.concurrency import cores
 from llmtt.taskgraph.runner import WorkerRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from concurrency import most_at_once  # noqa: E402
 
 
 def _runner(tmp_path: Path) -> WorkerRunner:
@@ -132,3 +139,136 @@ def test_a_task_doit_carries_out_itself_has_its_teardown_run_at_the_end(tmp_path
     )
     assert _run(runner, [inline]) == 0
     assert (tmp_path / "done").exists() and (tmp_path / "torn").exists()
+
+
+# A plain `doit run -n N` of llmtt's runs: N places for the agents, and spare workers for the
+# later layers of the runs whose agent is done (llmtt.taskgraph.pacing.Slots).
+
+
+@dataclass
+class _Session:
+    """What the dispatch reads of a session: its variables (no jobs=auto)."""
+
+    root: Path
+    variables: dict[str, str]
+
+
+def _span(spec: RunSpec, layer: str, secs: float) -> None:
+    """A layer that takes `secs` and writes when it ran."""
+    started = time.time()
+    time.sleep(secs)
+    (Path(spec.dir) / f"{layer}.span").write_text(f"{started} {time.time()}")
+
+
+def _agent(session: _Session, spec: RunSpec) -> None:
+    Path(spec.dir).mkdir(parents=True, exist_ok=True)
+    if spec.label == "dies":
+        os.kill(os.getpid(), signal.SIGKILL)
+    _span(spec, "agent", 0.4)
+
+
+def _evaluate(session: _Session, spec: RunSpec) -> None:
+    _span(spec, "evaluate", 0.8)
+
+
+class _Told(ConsoleReporter):  # type: ignore[misc]
+    """doit's reporter, noting when each task was said to start."""
+
+    def __init__(self, outstream: Any, options: dict[str, Any]) -> None:
+        super().__init__(outstream, options)
+        self.told: dict[str, float] = {}
+
+    def execute_task(self, task: Any) -> None:
+        self.told[task.name] = time.time()
+        super().execute_task(task)
+
+
+def _runs(tmp_path: Path, count: int, dies: str = "") -> tuple[list[RunSpec], list[Task]]:
+    """`count` runs, each an agent layer and an evaluate layer after it (run `dies`: its
+    agent kills its worker)."""
+    session = _Session(tmp_path, {})
+    specs = [
+        RunSpec(
+            f"r{i}", str(tmp_path / f"r{i}"), "dies" if f"r{i}" == dies else "", "cli", None, {}, ""
+        )
+        for i in range(1, count + 1)
+    ]
+    tasks = [Task(f"{s.run_id}:agent", [(_agent, [session, s])]) for s in specs]
+    tasks += [
+        Task(f"{s.run_id}:evaluate", [(_evaluate, [session, s])], task_dep=[f"{s.run_id}:agent"])
+        for s in specs
+    ]
+    return specs, tasks
+
+
+def test_n_agents_at_once_and_their_runs_next_layers_beside_them(tmp_path: Path) -> None:
+    # -n 2: never a third agent, but the evaluation of the first runs goes beside the next
+    # two agents, in spare workers, instead of keeping their places (doit's own runner: two
+    # layers at once at most).
+    reporter = _Told(io.StringIO(), {})
+    deps = Dependency(JsonDB, str(tmp_path / "deps.json"))
+    runner = WorkerRunner(deps, reporter, continue_=True, num_process=2)
+    specs, tasks = _runs(tmp_path, 4)
+    assert _run(runner, tasks) == 0
+    spans = {
+        (s.run_id, layer): tuple(map(float, (Path(s.dir) / f"{layer}.span").read_text().split()))
+        for s in specs
+        for layer in ("agent", "evaluate")
+    }
+    agents = [span for (_, layer), span in spans.items() if layer == "agent"]
+    assert most_at_once(agents) == 2
+    assert most_at_once(list(spans.values())) >= 3
+    assert len(runner.workers) == 2 + min(2, cores())
+    # An agent held for a place is said to start only when it has one: after an agent ended.
+    first_end = min(spans[(r, "agent")][1] for r in ("r1", "r2"))
+    for run in ("r3", "r4"):
+        assert reporter.told[f"{run}:agent"] >= first_end - 0.05, (run, reporter.told, spans)
+
+
+def test_a_held_agent_goes_as_a_place_frees_after_its_runs_next_layer(tmp_path: Path) -> None:
+    deps = Dependency(JsonDB, str(tmp_path / "deps.json"))
+    runner = WorkerRunner(deps, ConsoleReporter(io.StringIO(), {}), continue_=True, num_process=1)
+    _, tasks = _runs(tmp_path, 2)
+    control = TaskControl(tasks)
+    control.process(None)
+    runner._run_tasks_init(control.task_dispatcher())
+    assert runner.spread() == 1 + min(1, cores())  # -n 1: one place, and a spare worker
+    nodes = runner.task_dispatcher.nodes
+    assert runner.get_next_job(None).name == "r1:agent"
+    assert type(runner.get_next_job(None)).__name__ == "JobHold"  # r2's agent waits
+    assert nodes["r2:agent"].run_status is None  # held unselected: not said to start
+    nodes["r1:agent"].run_status = "done"
+    # The run's next layer first, then the held agent beside it.
+    assert runner.get_next_job(nodes["r1:agent"]).name == "r1:evaluate"
+    assert runner.get_next_job(None).name == "r2:agent"
+    assert type(runner.get_next_job(None)).__name__ == "JobHold"
+    nodes["r1:evaluate"].run_status = "done"
+    assert type(runner.get_next_job(nodes["r1:evaluate"])).__name__ == "JobHold"
+    nodes["r2:agent"].run_status = "done"
+    assert runner.get_next_job(nodes["r2:agent"]).name == "r2:evaluate"
+    nodes["r2:evaluate"].run_status = "done"
+    assert runner.get_next_job(nodes["r2:evaluate"]) is None  # nothing left
+
+
+def test_a_dodo_files_own_tasks_keep_doits_n(tmp_path: Path) -> None:
+    runner = _runner(tmp_path)
+    control = TaskControl([Task(f"t{i}", [(_write, [tmp_path / f"t{i}"])]) for i in range(4)])
+    control.process(None)
+    runner._run_tasks_init(control.task_dispatcher())
+    assert runner.spread() == 2 and runner.slots is None
+
+
+def test_a_worker_killed_while_agents_wait_for_places_leaves_the_others_to_finish(
+    tmp_path: Path,
+) -> None:
+    deps = Dependency(JsonDB, str(tmp_path / "deps.json"))
+    runner = WorkerRunner(deps, ConsoleReporter(io.StringIO(), {}), continue_=True, num_process=2)
+    specs, tasks = _runs(tmp_path, 5, dies="r1")
+    started = time.monotonic()
+    assert _run(runner, tasks) == ERROR
+    assert time.monotonic() - started < 10
+    failures = {f["task"].name for f in runner.reporter.failures}
+    assert failures == {"r1:agent", "r1:evaluate"}  # the lost one, and what needs it
+    for spec in specs[1:]:
+        assert (Path(spec.dir) / "evaluate.span").exists(), spec.run_id
+    assert runner.slots is not None and not runner.slots.running and not runner.slots.held

@@ -2,9 +2,8 @@
 (`PacedDispatch`):
 
 - plainly, N agents at once (`Slots`): the later layers of the runs whose agent is done
-  (evaluation, judge, triage, report) and the aggregate go to any worker, among them a few
-  spare ones (`spare_workers`), so that an agent's place is not kept waiting while its run is
-  evaluated;
+  (evaluation, judge, triage, report) go beside them, in a few spare workers
+  (`spare_workers`), so that an agent's place is not kept waiting while its run is evaluated;
 - under `jobs=auto`, as `Pace` says: the units' limits (each found by
   `llmtt.taskgraph.concurrency.Agent`), their held layers and those under way, driven by doit's
   main process, or by a simulation (the tests). See llmtt/taskgraph/concurrency.py for the
@@ -196,36 +195,40 @@ def spare_workers(places: int) -> int:
 class Slots:
     """A plain `doit run -n N` of llmtt's runs: at most N tasks under way that are not a run's
     later layer (evaluation, judge, triage, report): its agents, and the aggregate or a dodo
-    file's own tasks. One doit hands out while N are under way waits here, not yet selected
-    (doit's reporter says it started only when it does), and goes, oldest first, as one ends."""
+    file's own tasks. Those doit hands out wait here for a place (`held`), oldest first; the
+    later layers for a worker (`ready`). A free worker takes a held task when there is a place
+    for it, else a later layer: N agents stay under way while `spare` workers evaluate beside
+    them. Later layers alone (runs only evaluated or judged again) are N at once, as before."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, spare: int) -> None:
         self.limit = limit
+        self.spare = spare
         self.running: set[str] = set()  # the counted tasks under way, by name
-        self.held: deque[Any] = deque()  # doit's nodes of those waiting
+        self.beside: set[str] = set()  # and the later layers
+        self.held: deque[Any] = deque()  # doit's nodes of the counted tasks waiting, selected
+        self.ready: deque[Any] = deque()  # and of the later layers waiting for a worker
 
-    def take(self, name: str) -> bool:
-        """Whether counted task `name` may start now (it then counts as under way)."""
-        if len(self.running) >= self.limit:
-            return False
-        self.running.add(name)
-        return True
+    def add(self, node: Any) -> None:
+        """A task doit handed out (selected: it is to run)."""
+        (self.held if counted(node.task) else self.ready).append(node)
 
-    def hold(self, node: Any) -> None:
-        self.held.append(node)
-
-    def admit(self) -> Any:
-        """The oldest held node, when there is room for it (it then counts as under way);
-        None: none."""
-        if not self.held or len(self.running) >= self.limit:
-            return None
-        node = self.held.popleft()
-        self.running.add(node.task.name)
-        return node
+    def next(self) -> Any:
+        """The node a free worker takes; None: none may go now."""
+        if self.held and len(self.running) < self.limit:
+            node = self.held.popleft()
+            self.running.add(node.task.name)
+            return node
+        room = max(self.spare, self.limit - len(self.running))
+        if self.ready and len(self.beside) < room:
+            node = self.ready.popleft()
+            self.beside.add(node.task.name)
+            return node
+        return None
 
     def end(self, name: str) -> None:
-        """A task ended (or was found up to date): its place, if it took one, is free."""
+        """A task ended: its place is free."""
         self.running.discard(name)
+        self.beside.discard(name)
 
 
 def counted(task: Any) -> bool:
@@ -237,11 +240,13 @@ def counted(task: Any) -> bool:
 class PacedDispatch:
     """doit's multiprocess dispatch (`MRunner.get_next_job`) with the runs' layers held back
     under jobs=auto: a held layer waits in doit's main process, its worker given doit's
-    'hold on' meanwhile, and goes as soon as `Pace` admits it (see the module). Mixed into
-    `llmtt.taskgraph.runner.WorkerRunner`; without jobs=auto it is doit's dispatch.
+    'hold on' meanwhile, and goes as soon as `Pace` admits it (see the module); under a plain
+    `-n N` of llmtt's runs, as `Slots` lets them go. Mixed into
+    `llmtt.taskgraph.runner.WorkerRunner`; for a dodo file's own tasks alone it is doit's
+    dispatch.
 
     A task's end is told to doit before anything is let out, so that the run's next layer is
-    held beside the held agents, and goes first."""
+    held beside the held agents (under jobs=auto, it goes first)."""
 
     pace: Pace | None = None
     slots: Slots | None = None  # a plain `doit run -n N` (`spread`)
@@ -277,12 +282,13 @@ class PacedDispatch:
         places: int = self.num_process  # type: ignore[attr-defined]
         if self.pace is not None or not self.ours:
             return places
-        self.slots = Slots(places)
-        return places + spare_workers(places)
+        spare = spare_workers(places)
+        self.slots = Slots(places, spare)
+        return places + spare
 
     def get_next_job(self, completed: Any) -> Any:
         """The next job for a worker: doit's, with the runs' layers held as `Pace` says, or
-        with at most N agents under way (`Slots`)."""
+        with N agents under way and their runs' later layers beside them (`Slots`)."""
         if self.pace is None:
             if self.slots is not None:
                 return self._slotted(completed)
@@ -320,9 +326,9 @@ class PacedDispatch:
             self.nodes[node.task.name] = node
 
     def _slotted(self, completed: Any) -> Any:
-        """`get_next_job` under `Slots`: the ended task is told to doit first, so that its
-        run's next layer goes before a held agent; an agent (or another counted task) doit
-        hands out while N are under way is held, unselected, until one ends."""
+        """`get_next_job` under `Slots`: every end is told to doit, and what it hands out
+        then is taken in (an up-to-date task is told back at once); a free worker then takes
+        the oldest held agent if a place is free, else a run's later layer."""
         slots = self.slots
         assert slots is not None
         if self._stop_running:  # type: ignore[attr-defined]
@@ -331,26 +337,22 @@ class PacedDispatch:
             slots.end(completed.task.name)
             self.unsent.append(completed)
         while True:
-            node = None if self.unsent else slots.admit()
-            if node is None:
-                node = self._dispatched(self.unsent.pop(0) if self.unsent else None)
-                if node is None or node == "hold on":  # nothing doit can hand out now
-                    if self.unsent:
-                        continue  # an end not told yet may let out what it waits for
-                    node = slots.admit()
-                    if node is None:
-                        if self.exhausted and not slots.held:
-                            return None  # nothing left at all: the worker may end
-                        self.free_proc += 1  # type: ignore[attr-defined]
-                        return JobHold()  # the worker waits for what a result lets out
-                elif counted(node.task) and not slots.take(node.task.name):
-                    slots.hold(node)
-                    continue
-            if not self.select_task(node, self.tasks):  # type: ignore[attr-defined]
-                slots.end(node.task.name)  # up to date (or failed its dependencies)
-                self.unsent.append(node)
-                continue
+            node = self._dispatched(self.unsent.pop(0) if self.unsent else None)
+            if node is None or node == "hold on":  # nothing more doit can hand out now
+                if self.unsent:
+                    continue  # an end not told yet may let out what it waits for
+                break
+            if self.select_task(node, self.tasks):  # type: ignore[attr-defined]
+                slots.add(node)
+            else:
+                self.unsent.append(node)  # up to date (or failed its dependencies)
+        node = slots.next()
+        if node is not None:
             return self._job(node)
+        if self.exhausted and not slots.held and not slots.ready:
+            return None  # nothing left at all: the worker may end
+        self.free_proc += 1  # type: ignore[attr-defined]
+        return JobHold()  # the worker waits for what a result lets out
 
     def _dispatched(self, completed: Any) -> Any:
         """doit's dispatcher's next node, "hold on", or None when it has none left."""

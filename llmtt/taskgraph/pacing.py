@@ -2,8 +2,9 @@
 (`PacedDispatch`):
 
 - plainly, N agents at once (`Slots`): the later layers of the runs whose agent is done
-  (evaluation, judge, triage, report) go beside them, in a few spare workers
-  (`spare_workers`), so that an agent's place is not kept waiting while its run is evaluated;
+  (evaluation, judge, triage, report) take the places no agent holds and, beside N agents, a
+  few spare workers (`spare_workers`), so that an agent's place is not kept waiting while its
+  run is evaluated;
 - under `jobs=auto`, as `Pace` says: the units' limits (each found by
   `llmtt.taskgraph.concurrency.Agent`), their held layers and those under way, driven by doit's
   main process, or by a simulation (the tests). See llmtt/taskgraph/concurrency.py for the

@@ -109,8 +109,9 @@ class WorkerRunner(PacedDispatch, MRunner):  # type: ignore[misc]  # doit is unt
         forker.jobs.carry_out = self._carry_out_here
         self.start_worker = lambda: forker.start()[0]
         ready = 0
-        # doit's: no more workers than tasks ready; a plain -n N has spare ones for the later
-        # layers of the runs whose agent is done (`PacedDispatch.spread`).
+        # doit's: a worker a job, those without one told to hold on; a plain -n N of llmtt's
+        # runs has spare ones for the later layers of the runs whose agent is done
+        # (`PacedDispatch.spread`).
         for _ in range(self.spread()):
             job = self.get_next_job(None)
             if job is None:

@@ -186,9 +186,8 @@ def _runs(
     tasks = []
     specs = []
     for i in range(1, count + 1):
-        spec = RunSpec(f"r{i}", str(tmp_path / f"r{i}"), "", "cli", None, {}, "")
-        if spec.run_id == dies:
-            spec = RunSpec(spec.run_id, spec.dir, "dies", "cli", None, {}, "")
+        label = "dies" if f"r{i}" == dies else ""
+        spec = RunSpec(f"r{i}", str(tmp_path / f"r{i}"), label, "cli", None, {}, "")
         specs.append(spec)
         layers = [f"r{i}:agent", f"r{i}:evaluate"]
         tasks += [
